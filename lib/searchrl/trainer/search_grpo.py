@@ -1,0 +1,194 @@
+"""SearchGRPOTrainer: TRL's GRPOTrainer with search rollouts, retrieved-token masks and the papers' rewards.
+
+What TRL already does, it keeps doing: generation plumbing for vLLM, loss types, KL, PEFT, logging. The rollout
+goes through TRL's `rollout_func`, whose `env_mask` TRL turns into `tool_mask` and removes from the policy loss,
+the KL term, the token count and the vLLM importance ratio. Only the advantage estimators that TRL cannot express
+override a method (see `_generate_and_score_completions`). Tested against trl 1.16 (pinned in pyproject.toml).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass, field
+
+import torch
+from trl import GRPOConfig, GRPOTrainer
+
+from searchrl.protocols.base import SearchProtocol
+from searchrl.rollout import HFTurnGenerator, RolloutConfig, SearchRollout, VLLMTurnGenerator, summarize
+from searchrl.trainer.advantages import ADVANTAGE_ESTIMATORS, reinforce_pp_advantages, rloo_advantages
+
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is the documented way to do this in 1.16
+
+
+@dataclass
+class SearchGRPOConfig(GRPOConfig):
+    """GRPOConfig plus the search settings. `max_completion_length` bounds sampled plus retrieved tokens."""
+
+    protocol: str = field(default="search_r1", metadata={"help": "Tag protocol: search_r1, r1_searcher, ..."})
+    max_searches: int = field(default=2, metadata={"help": "Retrieval calls allowed per sample."})
+    top_k: int = field(default=3, metadata={"help": "Documents appended per query."})
+    max_query_chars: int = field(default=300, metadata={"help": "Longer queries get a refusal observation."})
+    mask_retrieved: bool = field(default=True, metadata={"help": "Exclude retrieved tokens from loss and KL."})
+    advantage_estimator: str = field(default="grpo", metadata={"help": f"One of {ADVANTAGE_ESTIMATORS}."})
+    reward_kl_coef: float = field(default=0.0, metadata={"help": "reinforce_pp: KL penalty folded into the reward."})
+    drop_zero_variance: bool = field(
+        default=False, metadata={"help": "Remove groups whose rewards are all equal from the loss (DAPO)."}
+    )
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.advantage_estimator not in ADVANTAGE_ESTIMATORS:
+            raise ValueError(f"advantage_estimator must be one of {ADVANTAGE_ESTIMATORS}, got "
+                             f"{self.advantage_estimator!r}")
+        if self.max_searches < 0 or self.top_k < 1:
+            raise ValueError("max_searches must be >= 0 and top_k >= 1")
+
+
+class SearchGRPOTrainer(GRPOTrainer):
+    """GRPO with a search engine in the loop.
+
+    Args: model, reward_funcs, args and datasets as for GRPOTrainer (the dataset's `prompt` column holds prompt
+    text already built by the protocol: see `searchrl.trainer.data.prompt_dataset`); `retriever` answers queries;
+    `protocol` (an instance, or None to take `args.protocol` from the registry). Reward functions may be given by
+    registry name (resolved with this protocol) or as callables with TRL's signature.
+    """
+
+    def __init__(self, model, reward_funcs, args: SearchGRPOConfig, train_dataset=None, *, retriever,
+                 protocol: SearchProtocol | None = None, **kwargs):
+        if protocol is None:
+            from searchrl.protocols import get_protocol
+
+            protocol = get_protocol(args.protocol)
+        self.protocol = protocol
+        self.retriever = retriever
+        reward_funcs = [self._resolve_reward(r) for r in (reward_funcs if isinstance(reward_funcs, list)
+                                                           else [reward_funcs])]
+        super().__init__(model=model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset,
+                         rollout_func=self._search_rollout, **kwargs)
+        self._engine: SearchRollout | None = None
+        self._reward_ref_model = None
+        self._last_rewards_per_func: torch.Tensor | None = None
+
+    def _resolve_reward(self, reward):
+        if isinstance(reward, str):
+            from searchrl.rewards import make_reward
+
+            return make_reward(reward, self.protocol)
+        return reward
+
+    # ---- rollouts ---------------------------------------------------------------------------------------------
+
+    @property
+    def engine(self) -> SearchRollout:
+        if self._engine is None:
+            tokenizer = self.processing_class
+            if self.use_vllm:
+                generator = VLLMTurnGenerator(self.vllm_generation, tokenizer, self.protocol.stop_strings)
+            else:
+                generator = HFTurnGenerator(self.accelerator.unwrap_model(self.model), tokenizer,
+                                            self.protocol.stop_strings, temperature=self.args.temperature,
+                                            top_p=self.args.top_p, top_k=self.args.top_k)
+            config = RolloutConfig(max_searches=self.args.max_searches, top_k=self.args.top_k,
+                                   max_completion_tokens=self.args.max_completion_length,
+                                   max_query_chars=self.args.max_query_chars)
+            collective = self.use_vllm and self.accelerator.num_processes > 1
+            self._engine = SearchRollout(self.protocol, self.retriever, tokenizer, generator, config,
+                                         collective=collective)
+        return self._engine
+
+    def _search_rollout(self, prompts: list, trainer) -> dict:
+        tokenizer = self.processing_class
+        texts = [p if isinstance(p, str) else tokenizer.apply_chat_template(p, tokenize=False,
+                                                                             add_generation_prompt=True)
+                 for p in prompts]
+        prompt_ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            trajs = self.engine.run(prompt_ids)
+        finally:
+            self.model.train(was_training)
+        mode = "train" if was_training else "eval"
+        for name, value in self._rollout_metrics(trajs).items():
+            self._metrics[mode][name].append(value)
+        env_mask = [t.env_mask if self.args.mask_retrieved else [1] * len(t.env_mask) for t in trajs]
+        return {
+            "prompt_ids": [t.prompt_ids for t in trajs],
+            "completion_ids": [t.completion_ids for t in trajs],
+            "logprobs": [t.logprobs for t in trajs] if self.use_vllm else None,
+            "env_mask": env_mask,
+            "num_searches": [t.num_searches for t in trajs],
+            "queries": [list(t.queries) for t in trajs],
+            "doc_ids": [list(t.doc_ids) for t in trajs],
+            "invalid_queries": [t.invalid_queries for t in trajs],
+            "hit_search_budget": [t.hit_search_budget for t in trajs],
+            "hit_length_budget": [t.hit_length_budget for t in trajs],
+        }
+
+    def _rollout_metrics(self, trajs) -> dict[str, float]:
+        metrics = summarize(trajs)
+        texts = self.processing_class.batch_decode([t.completion_ids for t in trajs], skip_special_tokens=True)
+        parsed = [self.protocol.parse(text) for text in texts]
+        n = max(len(parsed), 1)
+        metrics["search/format_ok_rate"] = sum(p.format_ok for p in parsed) / n
+        metrics["search/answer_rate"] = sum(p.answer is not None for p in parsed) / n
+        return metrics
+
+    # ---- advantage estimators ----------------------------------------------------------------------------------
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        # Keep the gathered per-function rewards: the non-GRPO estimators below rebuild advantages from them.
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        self._last_rewards_per_func = rewards_per_func
+        return rewards_per_func
+
+    def _generate_and_score_completions(self, inputs):
+        # Override: TRL 1.16 computes only GRPO-style advantages here; RLOO and REINFORCE++ (per-token, KL in the
+        # reward, whitened over the global batch) and DAPO's removal of zero-variance groups need the rewards and
+        # masks after TRL has built them.
+        output = super()._generate_and_score_completions(inputs)
+        estimator = self.args.advantage_estimator
+        if estimator == "grpo" and not self.args.drop_zero_variance:
+            return output
+        mode = "train" if self.model.training else "eval"
+        num_generations = self.num_generations if mode == "train" else self.num_generations_eval
+        rewards = (self._last_rewards_per_func * self.reward_weights.to(self._last_rewards_per_func.device)
+                   .unsqueeze(0)).nansum(dim=1)
+        local = slice(self.accelerator.process_index * len(inputs), (self.accelerator.process_index + 1) * len(inputs))
+        mask = output["completion_mask"] * output.get("tool_mask", torch.ones_like(output["completion_mask"]))
+        if estimator == "rloo":
+            output["advantages"] = rloo_advantages(rewards, num_generations)[local]
+        elif estimator == "reinforce_pp":
+            kl = self._reward_kl(output) if self.args.reward_kl_coef else None
+            output["advantages"] = reinforce_pp_advantages(rewards[local], mask, kl, self.args.reward_kl_coef,
+                                                           global_stats=self._global_sums)
+        if self.args.drop_zero_variance:
+            grouped = rewards.view(-1, num_generations)
+            keep = (grouped.max(dim=1).values != grouped.min(dim=1).values).repeat_interleave(num_generations)[local]
+            output["completion_mask"] = output["completion_mask"] * keep.unsqueeze(1).to(output["completion_mask"])
+            new_mask = output["completion_mask"] * output.get("tool_mask", 1)
+            output["num_items_in_batch"] = self.accelerator.gather(new_mask.sum()).sum()
+            self._metrics[mode]["search/kept_group_frac"].append(keep.float().mean().item())
+        return output
+
+    def _global_sums(self, total, total_sq, count):
+        stats = self.accelerator.gather(torch.stack([total, total_sq, count]).unsqueeze(0)).view(-1, 3).sum(dim=0)
+        return stats[0], stats[1], stats[2]
+
+    @torch.no_grad()
+    def _reward_kl(self, output) -> torch.Tensor:
+        """Per-token KL estimate log pi_old - log pi_ref on the completion, for REINFORCE++'s reward."""
+        ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+        attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+        keep = output["completion_ids"].size(1)
+        old = output.get("old_per_token_logps")
+        if old is None:
+            old, _, _ = self._get_per_token_logps_and_entropies(self.model, ids, attention, keep)
+        if self._reward_ref_model is None:
+            # A frozen copy of the policy as it was when KL was first needed (the start of training).
+            self._reward_ref_model = copy.deepcopy(self.accelerator.unwrap_model(self.model)).eval()
+            self._reward_ref_model.requires_grad_(False)
+        ref, _, _ = self._get_per_token_logps_and_entropies(self._reward_ref_model, ids, attention, keep)
+        return old - ref

@@ -1,0 +1,85 @@
+"""Test doubles shared by the unit tests: a minimal tag protocol, a fake retriever and a scripted generator."""
+
+from __future__ import annotations
+
+import re
+
+from searchrl.data.schema import Doc
+from searchrl.protocols.base import Parsed, SearchProtocol
+from searchrl.rollout import TurnOutput
+
+
+class MiniProtocol(SearchProtocol):
+    """Search-R1-like tags with a one-line prompt, so tests do not depend on any paper's prompt text."""
+
+    name = "mini"
+
+    def build_prompt(self, question, tokenizer=None, *, chat=True):
+        text = f"Search with <search>query</search>, answer with <answer>x</answer>. Question: {question}"
+        if chat and tokenizer is not None and tokenizer.chat_template:
+            return tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
+                                                 add_generation_prompt=True)
+        return text + "\n"
+
+    def extract_query(self, segment):
+        s = segment.rstrip()
+        if not s.endswith(self.query_close) or self.query_open not in s:
+            return None
+        return s[s.rfind(self.query_open) + len(self.query_open): -len(self.query_close)].strip()
+
+    def format_observation(self, docs):
+        body = "\n".join(f"Doc {i + 1}(Title: {d.title}) {d.text}" for i, d in enumerate(docs))
+        return f"\n\n{self.obs_open}{body}{self.obs_close}\n\n"
+
+    def parse(self, text):
+        no_obs = re.sub(r"<information>.*?</information>", "", text, flags=re.DOTALL)
+        answers = re.findall(r"<answer>(.*?)</answer>", no_obs, re.DOTALL)
+        return Parsed(queries=re.findall(r"<search>(.*?)</search>", no_obs, re.DOTALL),
+                      answer=answers[-1].strip() if answers else None, format_ok=bool(answers))
+
+
+class FakeRetriever:
+    """Returns the documents whose title appears in the query, else the first k; counts calls."""
+
+    def __init__(self, n: int = 6):
+        self.docs = [Doc(str(i), f"Entity{i}", f"Entity{i} was founded in {1900 + i}.") for i in range(n)]
+        self.calls: list[list[str]] = []
+
+    def search(self, queries, k):
+        self.calls.append(list(queries))
+        out = []
+        for q in queries:
+            hits = [d for d in self.docs if d.title.lower() in q.lower()]
+            out.append((hits + [d for d in self.docs if d not in hits])[:k])
+        return out
+
+    def __len__(self):
+        return len(self.docs)
+
+
+class ScriptedGenerator:
+    """Plays back fixed turn texts per sequence (keyed by call order within a batch), as a model would emit them."""
+
+    def __init__(self, tokenizer, scripts: list[list[str]], eos_last: bool = True):
+        self.tokenizer, self.scripts, self.eos_last = tokenizer, scripts, eos_last
+        self.turn = [0] * len(scripts)
+        self.calls = 0
+
+    def generate_turn(self, sequences, max_new_tokens):
+        # Which script a sequence follows: the scripts are indexed by the prompt's position, recovered from the
+        # order of still-active sequences (the engine keeps batch order).
+        self.calls += 1
+        active = [i for i, t in enumerate(self.turn) if t < len(self.scripts[i])][: len(sequences)]
+        outs = []
+        for i, budget in zip(active, max_new_tokens):
+            text = self.scripts[i][self.turn[i]]
+            self.turn[i] += 1
+            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+            last = self.turn[i] == len(self.scripts[i])
+            finish = "stop"
+            if last and self.eos_last:
+                ids, finish = ids + [self.tokenizer.eos_token_id], "eos"
+            if len(ids) > budget:
+                ids, finish = ids[:budget], "length"
+            outs.append(TurnOutput(ids, finish))
+        return outs
