@@ -1,0 +1,584 @@
+"""RunConfig: the one parameter schema shared by notebooks, parameter files and the runner.
+
+Every run is described by a flat set of typed values. They come from, in increasing precedence:
+
+1. the defaults below,
+2. parameter files (``params/<notebook>/<profile>.yaml``), in the order given,
+3. a dict (in a notebook: the values of its ``parameters`` cell),
+4. keyword overrides.
+
+Unknown keys and values of the wrong type raise :class:`ConfigError` before anything runs, naming the key, where
+it came from and, for a typo, the nearest valid key. Papermill on its own only warns about an unknown parameter,
+which is how a misspelt ``lerning_rate`` silently trains with the default.
+
+In a notebook, the cell after the ``parameters`` cell reads::
+
+    cfg = RunConfig.from_globals(globals())
+
+which picks the globals named like fields (see :meth:`RunConfig.from_globals`). Each field's documentation is the
+string literal written right under it; :data:`FIELD_DOCS` is parsed from this file so ``RunConfig.describe()`` and
+the tests can see it.
+
+Names that belong to registries (model, protocol, retriever, rewards, advantage estimator) are checked by those
+registries when the run builds its parts; this module checks types, ranges and the options that TRL fixes.
+Conversion to the trainer's configuration lives with the trainer (``searchrl.trainer``), not here.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import difflib
+import inspect
+import re
+import textwrap
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = [
+    "FIELD_DOCS",
+    "FIELD_SECTIONS",
+    "RESERVED_YAML_KEYS",
+    "ConfigError",
+    "RunConfig",
+    "load_params_file",
+    "parse_scalar",
+    "yaml_loader",
+]
+
+# A parameter file may name the notebook it is written for; the runner refuses it for any other notebook.
+RESERVED_YAML_KEYS = ("notebook",)
+
+_DESCRIBE_HINT = "list them with: python -m searchrl.config"
+
+
+class ConfigError(ValueError):
+    """A parameter set that cannot describe a run: unknown key, wrong type, out-of-range value or bad file."""
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The schema. Section comments ("# == name ==") group fields in describe(); the string under each field is its doc.
+# --------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """All parameters of one run, flat and typed. Build it with :meth:`from_params` or :meth:`from_globals`."""
+
+    # == general ==
+    run_name: str = ""
+    """Label appended to the run folder's id (outputs/<notebook>/<timestamp>-<suffix>-<run_name>); empty: id only."""
+    seed: int = 0
+    """Random seed for sampling, initialisation and data order."""
+    output_root: str = "outputs"
+    """Folder that holds run folders; a relative path is taken from the project root."""
+    resume: bool = False
+    """Continue the run in the current run folder from its last checkpoint (set by `searchrl.run --resume`)."""
+    report_to: str = "none"
+    """Experiment tracker handed to TRL: none, tensorboard, trackio, wandb (or another transformers integration)."""
+    device: str = "auto"
+    """Where to run: auto (GPU when present), cpu, cuda, cuda:N or mps."""
+
+    # == model ==
+    model: str = "smollm2-135m-instruct"
+    """Policy model: a name from the model registry or a local path / hub id."""
+    use_peft: bool = False
+    """Train LoRA adapters instead of all weights."""
+    lora_r: int = 16
+    """LoRA rank (only with use_peft)."""
+    lora_alpha: int = 32
+    """LoRA scaling numerator (only with use_peft)."""
+    bf16: bool = False
+    """Train in bfloat16 mixed precision (needs a GPU that supports it)."""
+    use_vllm: bool = False
+    """Generate rollouts with vLLM (GPU only)."""
+    vllm_gpu_memory_utilization: float = 0.3
+    """Fraction of GPU memory vLLM may reserve, in (0, 1]."""
+
+    # == data ==
+    dataset: str = "synthetic"
+    """Question source: 'synthetic' (generated world) or a path to a QA file."""
+    corpus: str = ""
+    """Path to the document corpus searched by the retriever; ignored for the synthetic dataset."""
+    world_seed: int = 0
+    """Seed of the synthetic world (entities, facts and their documents)."""
+    world_entities: int = 200
+    """Number of entities in the synthetic world."""
+    train_question_types: list[str] = field(default_factory=list)
+    """Question types used for training (e.g. single_hop, two_hop); empty: all types."""
+    n_train: int = 256
+    """Number of training questions."""
+    n_eval: int = 100
+    """Number of evaluation questions."""
+    eval_split: str = "test"
+    """Split of the dataset used for evaluation."""
+
+    # == retrieval ==
+    retriever: str = "bm25"
+    """Retriever name from the retrieval registry (e.g. bm25, dense) or an http:// address of a retrieval service."""
+    top_k: int = 3
+    """Documents returned per search."""
+
+    # == protocol & rollout ==
+    protocol: str = "search_r1"
+    """Search protocol (tag format and prompt) from the protocol registry."""
+    chat_prompt: bool = True
+    """Wrap the prompt in the tokenizer's chat template."""
+    max_searches: int = 2
+    """Most searches one rollout may issue; further queries get a notice instead of documents."""
+    max_turn_tokens: int = 64
+    """Most tokens generated in one turn (between two searches)."""
+    max_completion_length: int = 256
+    """Most tokens in a whole completion, retrieved text included."""
+    temperature: float = 1.0
+    """Sampling temperature for rollouts (0: greedy)."""
+
+    # == cold start ==
+    sft_examples: int = 0
+    """Supervised cold-start examples before RL; 0: no cold start."""
+    sft_question_types: list[str] = field(default_factory=lambda: ["single_hop"])
+    """Question types used for the cold-start examples."""
+    sft_epochs: float = 1.0
+    """Epochs of cold-start training."""
+    sft_learning_rate: float = 5e-5
+    """Learning rate of cold-start training."""
+
+    # == RL ==
+    rl_steps: int = 20
+    """Optimizer steps of RL training; 0: no RL."""
+    learning_rate: float = 1e-5
+    """Learning rate of RL training."""
+    num_generations: int = 8
+    """Rollouts per question (the group size for group-relative advantages); at least 2."""
+    prompts_per_step: int = 2
+    """Distinct questions per optimizer step (each sampled num_generations times)."""
+    gradient_accumulation_steps: int = 1
+    """Micro-batches accumulated into one optimizer step."""
+    beta: float = 0.0
+    """KL penalty coefficient against the reference model; 0: no reference model."""
+    loss_type: str = "dapo"
+    """TRL loss aggregation: grpo, dr_grpo, dapo, bnpo, cispo, sapo, luspo or vespo."""
+    advantage_estimator: str = "grpo"
+    """Advantage estimator from the trainer's registry (e.g. grpo, rloo, reinforce_pp)."""
+    rewards: list[str] = field(default_factory=lambda: ["em"])
+    """Reward functions from the reward registry, summed with reward_weights."""
+    reward_weights: list[float] = field(default_factory=list)
+    """Weight of each reward, same length as rewards; empty: all 1.0."""
+    mask_retrieved: bool = True
+    """Exclude retrieved tokens from the loss (they were not generated by the policy)."""
+    scale_rewards: str = "group"
+    """Advantage scaling: group (by the group's std), batch (by the batch's std) or none."""
+    drop_zero_variance: bool = False
+    """Skip groups whose rewards are all equal (they carry no learning signal)."""
+    balance_question_types: bool = False
+    """Sample training questions so that each question type is equally frequent."""
+    logging_steps: int = 1
+    """Log metrics every this many steps."""
+    save_steps: int = 50
+    """Save a checkpoint every this many steps."""
+    two_stage: bool = False
+    """Two-stage training (R1-Searcher): a retrieval-format stage, then the answer reward."""
+    stage1_steps: int = 0
+    """Steps of the first stage when two_stage is on (counted within rl_steps)."""
+
+    # == eval ==
+    eval_batch_size: int = 16
+    """Questions evaluated together in one batch."""
+    n_trajectories_shown: int = 3
+    """Example trajectories printed in the notebook after evaluation."""
+
+    def __post_init__(self) -> None:
+        # Direct construction validates too, so no RunConfig can exist with a wrong type or range.
+        values = {name: getattr(self, name) for name in _FIELD_TYPES}
+        problems: list[str] = []
+        normalized = {}
+        for name, value in values.items():
+            ok, value_or_msg = _coerce(name, value)
+            if ok:
+                normalized[name] = value_or_msg
+            else:
+                problems.append(value_or_msg)
+        if not problems:
+            problems = [msg for _, msg in _semantic_problems(normalized)]
+        if problems:
+            raise ConfigError("invalid RunConfig:\n  " + "\n  ".join(problems))
+        for name, value in normalized.items():
+            object.__setattr__(self, name, value)
+
+    # ---------------------------------------------------------------------------------------------- building
+
+    @classmethod
+    def from_params(
+        cls, params: Mapping[str, Any] | None = None, *yaml_paths: str | Path, **overrides: Any
+    ) -> RunConfig:
+        """Build a config from defaults < ``yaml_paths`` (in order) < ``params`` < ``overrides``.
+
+        Raises :class:`ConfigError` listing every unknown key (with the nearest valid one), wrongly typed value and
+        out-of-range value, each with the place it came from.
+        """
+        sources: list[tuple[str, Mapping[str, Any]]] = []
+        for path in yaml_paths:
+            values, _ = load_params_file(path)
+            sources.append((str(path), values))
+        if params:
+            sources.append(("params", params))
+        if overrides:
+            sources.append(("overrides", overrides))
+        return cls.merge(*sources)
+
+    @classmethod
+    def merge(cls, *sources: tuple[str, Mapping[str, Any]]) -> RunConfig:
+        """Build a config from ``(label, values)`` pairs, later ones winning; labels name the source in errors."""
+        merged: dict[str, Any] = {}
+        origin: dict[str, str] = {}
+        problems: list[str] = []
+        for label, values in sources:
+            if not isinstance(values, Mapping):
+                problems.append(f"{label}: expected a mapping of parameter names to values, got {_show(values)}")
+                continue
+            for key, value in values.items():
+                problem = _unknown_key_problem(key, label)
+                if problem:
+                    problems.append(problem)
+                    continue
+                ok, value_or_msg = _coerce(key, value)
+                if not ok:
+                    problems.append(f"{label}: {value_or_msg}")
+                    continue
+                merged[key] = value_or_msg
+                origin[key] = label
+        if not problems:
+            full = {**cls.defaults(), **merged}
+            problems = [f"{origin.get(name, 'default')}: {msg}" for name, msg in _semantic_problems(full)]
+        if problems:
+            raise ConfigError("invalid parameters:\n  " + "\n  ".join(problems) + f"\n({_DESCRIBE_HINT})")
+        return cls(**merged)
+
+    @classmethod
+    def from_globals(cls, namespace: Mapping[str, Any], **overrides: Any) -> RunConfig:
+        """Build a config from a notebook's globals: ``RunConfig.from_globals(globals())``.
+
+        A global is taken as a parameter when its name is a field name, so imports, functions and UPPER_CASE
+        constants are left alone. A lower-case global holding plain data (number, string, bool, list) whose name is
+        one typo away from a field (``lerning_rate``) raises :class:`ConfigError`, because it is almost certainly a
+        misspelt parameter that would otherwise be ignored. Call it in the cell right after the ``parameters``
+        cell, and do not reuse parameter names for other objects later in the notebook.
+        """
+        params = {name: namespace[name] for name in _FIELD_TYPES if name in namespace}
+        problems = []
+        for name, value in namespace.items():
+            if name in _FIELD_TYPES or name.startswith("_") or name != name.lower():
+                continue
+            if not isinstance(value, (bool, int, float, str, list, tuple)):
+                continue
+            near = difflib.get_close_matches(name, _FIELD_TYPES, n=1, cutoff=0.85)
+            if near:
+                problems.append(f"notebook globals: unknown parameter {name!r} (did you mean {near[0]!r}?)")
+        if problems:
+            raise ConfigError("invalid parameters:\n  " + "\n  ".join(problems) + f"\n({_DESCRIBE_HINT})")
+        sources = [("notebook parameters", params)]
+        if overrides:
+            sources.append(("overrides", overrides))
+        return cls.merge(*sources)
+
+    def replace(self, **changes: Any) -> RunConfig:
+        """A copy with ``changes`` applied and validated (the config itself is immutable)."""
+        return type(self).merge(("current config", self.to_dict()), ("replace", changes))
+
+    # ---------------------------------------------------------------------------------------------- reading
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        """Names of all parameters, in schema order."""
+        return tuple(_FIELD_TYPES)
+
+    @classmethod
+    def field_type(cls, name: str) -> type | Any:
+        """The declared type of parameter ``name`` (e.g. ``int``, ``list[str]``)."""
+        if name not in _FIELD_TYPES:
+            raise ConfigError(_unknown_key_problem(name, "field_type"))
+        return _FIELD_TYPES[name]
+
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        """Default value of every parameter (fresh lists, safe to modify)."""
+        out = {}
+        for f in dataclasses.fields(cls):
+            out[f.name] = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """All parameters as a plain dict (lists copied), in schema order."""
+        return {name: _copy(getattr(self, name)) for name in _FIELD_TYPES}
+
+    def changed(self) -> dict[str, Any]:
+        """Only the parameters that differ from their defaults."""
+        defaults = self.defaults()
+        return {k: v for k, v in self.to_dict().items() if v != defaults[k]}
+
+    def to_yaml(self, path: str | Path | None = None, header: str = "") -> str:
+        """The parameters as YAML (schema order), written to ``path`` when given; ``header`` becomes comments."""
+        lines = [f"# {line}".rstrip() for line in header.splitlines()]
+        body = yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=None, width=120)
+        text = "\n".join(lines) + ("\n" if lines else "") + body
+        if path is not None:
+            Path(path).write_text(text, encoding="utf-8")
+        return text
+
+    @classmethod
+    def describe(cls) -> str:
+        """A table of every parameter: section, name, type, default and documentation."""
+        defaults = cls.defaults()
+        rows = [("name", "type", "default", "doc")]
+        for name, tp in _FIELD_TYPES.items():
+            rows.append((name, _type_name(tp), repr(defaults[name]), FIELD_DOCS.get(name, "")))
+        widths = [max(len(r[i]) for r in rows) for i in range(3)]
+
+        def fmt(row: tuple[str, ...]) -> str:
+            return "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:3])) + "  " + row[3]
+
+        out = [fmt(rows[0])]
+        section = None
+        for row in rows[1:]:
+            if FIELD_SECTIONS.get(row[0]) != section:
+                section = FIELD_SECTIONS.get(row[0])
+                out.append(f"-- {section} --")
+            out.append(fmt(row))
+        return "\n".join(out)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Options fixed by outside libraries; registry names (model, protocol, retriever, rewards, advantage_estimator) are
+# checked by their registries.
+# --------------------------------------------------------------------------------------------------------------
+
+CHOICES: dict[str, tuple[str, ...]] = {
+    "loss_type": ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"),
+    "scale_rewards": ("group", "batch", "none"),
+    "report_to": (
+        "none", "all", "tensorboard", "trackio", "wandb", "mlflow", "azure_ml", "clearml", "codecarbon",
+        "comet_ml", "dagshub", "dvclive", "flyte", "kubeflow", "neptune", "swanlab",
+    ),
+}  # fmt: skip
+
+_DEVICE_PATTERN = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+
+# Lower bounds (inclusive) of integer and float sizes; (name, minimum).
+_MINIMUMS: dict[str, float] = {
+    "seed": 0, "lora_r": 1, "lora_alpha": 1, "world_entities": 1, "n_train": 0, "n_eval": 0, "top_k": 1,
+    "max_searches": 0, "max_turn_tokens": 1, "max_completion_length": 1, "temperature": 0.0, "sft_examples": 0,
+    "rl_steps": 0, "num_generations": 2, "prompts_per_step": 1, "gradient_accumulation_steps": 1, "beta": 0.0,
+    "logging_steps": 1, "save_steps": 1, "stage1_steps": 0, "eval_batch_size": 1, "n_trajectories_shown": 0,
+    "world_seed": 0,
+}  # fmt: skip
+_POSITIVE = ("learning_rate", "sft_learning_rate", "sft_epochs", "vllm_gpu_memory_utilization")
+
+
+def _semantic_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Range and consistency problems of a complete, well-typed parameter set, as (field, message)."""
+    problems = []
+    for name, low in _MINIMUMS.items():
+        if values[name] < low:
+            problems.append((name, f"{name} must be >= {low}, got {values[name]!r}"))
+    for name in _POSITIVE:
+        if not values[name] > 0:
+            problems.append((name, f"{name} must be > 0, got {values[name]!r}"))
+    if values["vllm_gpu_memory_utilization"] > 1:
+        problems.append(("vllm_gpu_memory_utilization", "vllm_gpu_memory_utilization must be at most 1"))
+    for name, options in CHOICES.items():
+        chosen = [v.strip() for v in values[name].split(",")] if name == "report_to" else [values[name]]
+        for v in chosen:
+            if v not in options:
+                near = difflib.get_close_matches(v, options, n=1)
+                hint = f" (did you mean {near[0]!r}?)" if near else ""
+                problems.append((name, f"{name} must be one of {', '.join(options)}; got {v!r}{hint}"))
+    if not _DEVICE_PATTERN.match(values["device"]):
+        problems.append(("device", f"device must be auto, cpu, mps, cuda or cuda:N; got {values['device']!r}"))
+    if values["reward_weights"] and len(values["reward_weights"]) != len(values["rewards"]):
+        problems.append(
+            (
+                "reward_weights",
+                (
+                    f"reward_weights has {len(values['reward_weights'])} entries but rewards has "
+                    f"{len(values['rewards'])} ({values['rewards']}); give one weight per reward or leave it empty"
+                ),
+            )
+        )
+    if not values["rewards"] and values["rl_steps"] > 0:
+        problems.append(("rewards", "rewards is empty but rl_steps > 0; name at least one reward"))
+    if values["two_stage"] and not 0 < values["stage1_steps"] <= values["rl_steps"]:
+        problems.append(
+            ("stage1_steps", f"two_stage needs 0 < stage1_steps <= rl_steps, got stage1_steps={values['stage1_steps']}")
+        )
+    return problems
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Type checking: exact types, with the few conversions a person means (int for float, tuple for list).
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _coerce(name: str, value: Any) -> tuple[bool, Any]:
+    """(True, normalized value) or (False, message) for ``value`` given to field ``name``."""
+    expected = _FIELD_TYPES[name]
+    if expected is bool:
+        return (True, value) if isinstance(value, bool) else (False, _type_msg(name, expected, value))
+    if expected is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return True, value
+        if isinstance(value, float) and value.is_integer():
+            # 1e3 in YAML is a float; a whole number is clearly meant.
+            return True, int(value)
+        return False, _type_msg(name, expected, value)
+    if expected is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return True, float(value)
+        return False, _type_msg(name, expected, value)
+    if expected is str:
+        return (True, value) if isinstance(value, str) else (False, _type_msg(name, expected, value))
+    # list[str] / list[float]
+    item_type = expected.__args__[0]
+    if not isinstance(value, (list, tuple)):
+        hint = f"; write a list, e.g. {name}: [{value}]" if isinstance(value, (str, int, float)) else ""
+        return False, _type_msg(name, expected, value) + hint
+    items = []
+    for i, item in enumerate(value):
+        if item_type is float and isinstance(item, (int, float)) and not isinstance(item, bool):
+            items.append(float(item))
+        elif item_type is str and isinstance(item, str):
+            items.append(item)
+        else:
+            return False, f"parameter {name!r} expects {_type_name(expected)}, but item {i} is {_show(item)}"
+    return True, items
+
+
+def _type_msg(name: str, expected: Any, value: Any) -> str:
+    return f"parameter {name!r} expects {_type_name(expected)}, got {_show(value)}"
+
+
+def _show(value: Any) -> str:
+    return f"{value!r} ({type(value).__name__})"
+
+
+def _type_name(tp: Any) -> str:
+    return tp.__name__ if isinstance(tp, type) and not getattr(tp, "__args__", None) else str(tp)
+
+
+def _unknown_key_problem(key: Any, label: str) -> str | None:
+    if key in _FIELD_TYPES:
+        return None
+    if not isinstance(key, str):
+        return f"{label}: parameter names must be strings, got {_show(key)}"
+    near = difflib.get_close_matches(key, _FIELD_TYPES, n=1, cutoff=0.6)
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    return f"{label}: unknown parameter {key!r}{hint}"
+
+
+def _copy(value: Any) -> Any:
+    return list(value) if isinstance(value, list) else value
+
+
+# --------------------------------------------------------------------------------------------------------------
+# YAML: PyYAML reads 1e-5 as a string (YAML 1.1 wants a dot); this loader reads it as the float everyone means.
+# --------------------------------------------------------------------------------------------------------------
+
+
+class _ParamsLoader(yaml.SafeLoader):
+    """SafeLoader that also reads exponent floats without a dot (1e-5, 5E3) as floats."""
+
+
+_ParamsLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
+def yaml_loader() -> type[yaml.SafeLoader]:
+    """The YAML loader used for parameter files and ``-p`` values."""
+    return _ParamsLoader
+
+
+def parse_scalar(text: str) -> Any:
+    """Parse a command-line value as YAML (``3`` -> 3, ``1e-5`` -> 1e-05, ``[em, f1]`` -> list, ``true`` -> True)."""
+    try:
+        return yaml.load(text, Loader=_ParamsLoader)  # a SafeLoader subclass
+    except yaml.YAMLError as err:
+        raise ConfigError(f"cannot parse value {text!r}: {err}") from None
+
+
+def load_params_file(path: str | Path) -> tuple[dict[str, Any], str | None]:
+    """Read a parameter file: returns (parameters, the notebook it declares or None).
+
+    Raises :class:`ConfigError` naming the file when it is missing, is not valid YAML or is not a mapping. Keys are
+    not checked here (that is :meth:`RunConfig.merge`'s job, which names the file too).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"parameter file not found: {path}")
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_ParamsLoader)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML: {err}") from None
+    if data is None:
+        return {}, None
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{path}: a parameter file must be a mapping of names to values (name: value per line), "
+            f"got {type(data).__name__}"
+        )
+    notebook = data.pop("notebook", None)
+    if notebook is not None and not isinstance(notebook, str):
+        raise ConfigError(f"{path}: 'notebook' must be a notebook name such as quickstart, got {_show(notebook)}")
+    return data, notebook
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Field documentation, read from this file's source so the docstrings under the fields are the single source.
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _field_docs_from_source(cls: type) -> tuple[dict[str, str], dict[str, str]]:
+    """(docs, sections) for the fields of ``cls``: the string literal under each field and its section comment."""
+    try:
+        source = textwrap.dedent(inspect.getsource(cls))
+    except (OSError, TypeError):  # no source (frozen/zipped install): describe() shows empty docs
+        return {}, {}
+    lines = source.splitlines()
+    body = ast.parse(source).body[0].body
+    docs: dict[str, str] = {}
+    sections: dict[str, str] = {}
+    section = "general"
+    last_line = 0
+    for i, node in enumerate(body):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            # A "# == name ==" comment between the previous statement and this field opens a section.
+            for line in lines[last_line : node.lineno - 1]:
+                m = re.match(r"\s*# == (.+?) ==", line)
+                if m:
+                    section = m.group(1)
+            name = node.target.id
+            sections[name] = section
+            nxt = body[i + 1] if i + 1 < len(body) else None
+            if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str):
+                docs[name] = " ".join(nxt.value.value.split())
+        last_line = getattr(node, "end_lineno", node.lineno)
+    return docs, sections
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    # The module uses postponed annotations, so field types are strings; evaluate them once here.
+    namespace = {"list": list, "int": int, "float": float, "bool": bool, "str": str}
+    return {f.name: eval(f.type, namespace) for f in dataclasses.fields(cls)}  # our own annotations
+
+
+_FIELD_TYPES: dict[str, Any] = _field_types(RunConfig)
+FIELD_DOCS, FIELD_SECTIONS = _field_docs_from_source(RunConfig)
+
+
+if __name__ == "__main__":  # python -m searchrl.config: the parameter table
+    print(RunConfig.describe())

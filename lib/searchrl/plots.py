@@ -1,0 +1,191 @@
+"""Figures from DataFrames: training curves and evaluation bars.
+
+Pure functions: each takes tables and returns a new :class:`matplotlib.figure.Figure` without touching pyplot's
+global state, so they work under any backend (Agg included) and never show or save anything by themselves. In a
+notebook the returned figure displays as the cell's value; :func:`searchrl.runs.save_figure` writes it to a run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+__all__ = ["ema", "eval_bars", "per_type_bars", "training_curves"]
+
+RAW_ALPHA = 0.25  # raw values drawn faint behind the smoothed line, as in the papers' training figures
+DEFAULT_CURVES = ("reward", "completions/mean_length", "search/searches_per_sample")
+DEFAULT_EVAL_METRICS = ("em", "f1", "searches", "format_ok")
+
+
+def ema(values: Sequence[float] | np.ndarray | pd.Series, smooth: float) -> np.ndarray:
+    """Exponential moving average: ``s[0] = x[0]``, ``s[t] = smooth * s[t-1] + (1 - smooth) * x[t]``.
+
+    ``smooth`` in [0, 1): 0 returns the values unchanged. NaN values are skipped (the average carries over them).
+    """
+    if not 0 <= smooth < 1:
+        raise ValueError(f"smooth must be in [0, 1), got {smooth}")
+    x = np.asarray(values, dtype=float)
+    out = np.empty_like(x)
+    state = math.nan
+    for i, value in enumerate(x):
+        if math.isnan(value):
+            out[i] = state
+            continue
+        state = value if math.isnan(state) else smooth * state + (1 - smooth) * value
+        out[i] = state
+    return out
+
+
+def _grid(n: int, ncols: int | None, panel: tuple[float, float]) -> tuple[Figure, list[Axes]]:
+    ncols = min(n, ncols or 3)
+    nrows = math.ceil(n / ncols)
+    fig = Figure(figsize=(panel[0] * ncols, panel[1] * nrows), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel().tolist()
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    return fig, axes[:n]
+
+
+def training_curves(
+    histories: Mapping[str, pd.DataFrame] | pd.DataFrame,
+    metrics: Sequence[str] = DEFAULT_CURVES,
+    step_col: str = "step",
+    smooth: float = 0.8,
+    ncols: int | None = None,
+    title: str | None = None,
+) -> Figure:
+    """One subplot per metric, one colour per run: the EMA-smoothed curve over the raw values (faint).
+
+    ``histories`` is one history (as logged by :class:`searchrl.runs.MetricsHistory`) or ``{run label: history}``.
+    A metric missing from every run gets an empty panel saying so; one missing from some runs names them in the
+    panel title. Raises ValueError when there is nothing to plot.
+    """
+    if isinstance(histories, pd.DataFrame):
+        histories = {"run": histories}
+    if not histories:
+        raise ValueError("training_curves needs at least one history; got an empty mapping")
+    if not metrics:
+        raise ValueError("training_curves needs at least one metric name")
+    for label, frame in histories.items():
+        if frame.empty:
+            raise ValueError(f"history {label!r} is empty: no steps were logged (did training run?)")
+        if step_col not in frame.columns:
+            raise ValueError(f"history {label!r} has no {step_col!r} column; columns: {', '.join(map(str, frame))}")
+
+    fig, axes = _grid(len(metrics), ncols, (4.2, 3.0))
+    colors = [f"C{i % 10}" for i in range(len(histories))]
+    for ax, metric in zip(axes, metrics):
+        missing = []
+        for color, (label, frame) in zip(colors, histories.items()):
+            if metric not in frame.columns or frame[metric].isna().all():
+                missing.append(label)
+                continue
+            data = frame[[step_col, metric]].dropna().sort_values(step_col)
+            steps, values = data[step_col].to_numpy(), data[metric].to_numpy(dtype=float)
+            ax.plot(steps, values, color=color, alpha=RAW_ALPHA, linewidth=1)
+            ax.plot(steps, ema(values, smooth), color=color, linewidth=2, label=label)
+        if len(missing) == len(histories):
+            ax.set_title(f"{metric} (not logged)")
+            ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes, color="gray")
+            ax.set_xticks([])
+            ax.set_yticks([])
+        elif missing:
+            ax.set_title(f"{metric} (missing in: {', '.join(missing)})")
+        else:
+            ax.set_title(metric)
+        ax.set_xlabel(step_col)
+        ax.grid(alpha=0.3)
+    if len(histories) > 1:
+        handles_ax = next((ax for ax in axes if ax.get_legend_handles_labels()[0]), None)
+        if handles_ax is not None:
+            handles_ax.legend(fontsize="small")
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def _stage_frame(table: pd.DataFrame, stage_col: str | None) -> tuple[pd.DataFrame, str]:
+    """The table with its stage labels in a column (taken from the index when there is no such column)."""
+    if table is None or table.empty:
+        raise ValueError("the evaluation table is empty: evaluate at least one stage first")
+    stage_col = stage_col or "stage"
+    if stage_col not in table.columns:
+        table = table.rename_axis(stage_col).reset_index()
+    return table, stage_col
+
+
+def _grouped_bars(ax: Axes, table: pd.DataFrame, value_col: str, stage_col: str, group_col: str | None) -> None:
+    """Bars of ``value_col``: one per stage, side by side within each group (or one group when there is none)."""
+    stages = list(dict.fromkeys(table[stage_col]))
+    keys = [stage_col] + ([group_col] if group_col else [])
+    means = table.groupby(keys, sort=False)[value_col].mean()
+    groups = list(dict.fromkeys(table[group_col])) if group_col else [None]
+    width = 0.8 / len(stages)
+    x = np.arange(len(groups))
+    for i, stage in enumerate(stages):
+        heights = [means.get((stage, g) if group_col else stage, np.nan) for g in groups]
+        bars = ax.bar(x + (i - (len(stages) - 1) / 2) * width, heights, width, label=str(stage), color=f"C{i % 10}")
+        ax.bar_label(bars, fmt="%.2f", fontsize="x-small", padding=1)
+    if group_col:
+        ax.set_xticks(x, [str(g) for g in groups], rotation=30 if len(groups) > 4 else 0, ha="right")
+    else:
+        ax.set_xticks([])
+    ax.set_title(value_col)
+    ax.grid(axis="y", alpha=0.3)
+
+
+def eval_bars(
+    table: pd.DataFrame,
+    metrics: Sequence[str] = DEFAULT_EVAL_METRICS,
+    stage_col: str | None = "stage",
+    group_col: str | None = None,
+    ncols: int | None = None,
+    title: str | None = None,
+) -> Figure:
+    """Before/after bars: one subplot per metric, one bar per stage (e.g. untrained / cold start / after RL).
+
+    ``table`` has one row per stage (stage names in ``stage_col`` or the index) and a column per metric; with
+    ``group_col`` (e.g. dataset) bars are grouped by it. Several rows for one stage/group are averaged, so
+    per-question tables work too. Metrics missing from the table are skipped and noted in the title.
+    """
+    table, stage_col = _stage_frame(table, stage_col)
+    present = [m for m in metrics if m in table.columns]
+    missing = [m for m in metrics if m not in table.columns]
+    if not present:
+        raise ValueError(f"none of the metrics {list(metrics)} is a column of the table ({', '.join(table.columns)})")
+    fig, axes = _grid(len(present), ncols or 4, (3.4, 3.0))
+    for ax, metric in zip(axes, present):
+        _grouped_bars(ax, table, metric, stage_col, group_col)
+    axes[0].legend(fontsize="small")
+    heading = title or ""
+    if missing:
+        heading = (heading + " " if heading else "") + f"(not in table: {', '.join(missing)})"
+    if heading:
+        fig.suptitle(heading)
+    return fig
+
+
+def per_type_bars(
+    table: pd.DataFrame,
+    metric: str = "f1",
+    type_col: str = "question_type",
+    stage_col: str | None = "stage",
+    title: str | None = None,
+) -> Figure:
+    """``metric`` per question type, one bar per stage; per-question rows are averaged within type and stage."""
+    table, stage_col = _stage_frame(table, stage_col)
+    for col in (metric, type_col):
+        if col not in table.columns:
+            raise ValueError(f"column {col!r} is not in the table ({', '.join(table.columns)})")
+    n_types = table[type_col].nunique()
+    fig = Figure(figsize=(max(4.0, 1.2 * n_types + 2), 3.2), layout="constrained")
+    ax = fig.subplots()
+    _grouped_bars(ax, table, metric, stage_col, type_col)
+    ax.set_title(title or f"{metric} by {type_col}")
+    ax.legend(fontsize="small")
+    return fig

@@ -1,0 +1,46 @@
+"""Metrics and reward functions (TRL signature) for search-while-reasoning RL, and each paper's reward preset.
+
+    from searchrl.rewards import make_reward, make_preset
+    em = make_reward("em", protocol)                      # em.__name__ == "em"
+    funcs, weights = make_preset("r1_searcher_stage2", protocol)
+
+Reward functions return one float per completion. None ("not applicable" in TRL) is never returned by default; the
+evidence reward can be configured to return it for completions without evidence (see evidence.py).
+"""
+
+from .answer import AnswerReward
+from .base import RewardFunction
+from .evidence import EVIDENCE_TEMPLATE, EvidenceReward, TransformersAnswerer, evidence_prompt, load_answerer
+from .format import FormatReward, RSearchFormatReward, r_search_format_reward
+from .group import GroupReward, group_reward
+from .inputs import completion_text
+from .metrics import cover_exact_match, exact_match, f1_score, normalize_answer, word_count
+from .registry import REWARD_PRESETS, REWARDS, make_preset, make_reward, reward_options
+from .retrieval import RetrievalReward
+
+__all__ = [
+    "EVIDENCE_TEMPLATE",
+    "REWARDS",
+    "REWARD_PRESETS",
+    "AnswerReward",
+    "EvidenceReward",
+    "FormatReward",
+    "GroupReward",
+    "RSearchFormatReward",
+    "RetrievalReward",
+    "RewardFunction",
+    "TransformersAnswerer",
+    "completion_text",
+    "cover_exact_match",
+    "evidence_prompt",
+    "exact_match",
+    "f1_score",
+    "group_reward",
+    "load_answerer",
+    "make_preset",
+    "make_reward",
+    "normalize_answer",
+    "r_search_format_reward",
+    "reward_options",
+    "word_count",
+]

@@ -1,0 +1,76 @@
+"""Answer rewards: EM / cover-EM / F1 of the parsed answer against the golden answers, and the papers' variants.
+
+- Search-R1 eq. 3: EM of the extracted answer (`em`).
+- R1-Searcher eq. 4 / R-Search eq. 3: word-level F1 (`f1`).
+- R1-Searcher eq. 5 (the answer-reward ablation of Table 5): +1 when EM (resp. CEM) holds, -1 otherwise (`em_pm1`,
+  `cem_pm1`). The paper uses F1 directly as its own reward in that ablation, so there is no +-1 form of F1.
+- R1-Searcher++ eq. 4: cover-EM that counts as wrong when the answer exceeds 10 words (`cem_10w`).
+
+A completion without an answer scores like a wrong answer: 0, or -1 for the +-1 variants.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from searchrl.protocols.base import SearchProtocol
+
+from .base import RewardFunction
+from .inputs import Sample
+from .metrics import cover_exact_match, exact_match, f1_score, word_count
+
+METRICS = {"em": exact_match, "cem": cover_exact_match, "f1": f1_score}
+
+
+class AnswerReward(RewardFunction):
+    """A metric of the parsed answer, optionally mapped to +-1 and with an answer-length limit."""
+
+    def __init__(
+        self,
+        name: str,
+        protocol: SearchProtocol,
+        *,
+        metric: str = "em",
+        plus_minus_one: bool = False,
+        max_words: int | None = None,
+        whole_words: bool = True,
+    ) -> None:
+        super().__init__(name, protocol)
+        if metric not in METRICS:
+            raise ValueError(f"reward {name!r}: metric must be one of {sorted(METRICS)}, got {metric!r}")
+        if plus_minus_one and metric == "f1":
+            raise ValueError(f"reward {name!r}: the +-1 mapping is defined for the 0/1 metrics em and cem, not f1")
+        if max_words is not None and max_words < 1:
+            raise ValueError(f"reward {name!r}: max_words must be a positive number of words or None, got {max_words}")
+        self.metric = metric
+        self.plus_minus_one = plus_minus_one
+        self.max_words = max_words
+        self.whole_words = whole_words
+
+    def score_answer(self, answer: str | None, golden_answers: list[str]) -> float:
+        """The reward of one answer (None: no answer found)."""
+        if answer is None or (self.max_words is not None and word_count(answer) > self.max_words):
+            value = 0.0
+        elif self.metric == "cem":
+            value = cover_exact_match(answer, golden_answers, whole_words=self.whole_words)
+        else:
+            value = METRICS[self.metric](answer, golden_answers)
+        if self.plus_minus_one:
+            return 1.0 if value == 1.0 else -1.0
+        return value
+
+    def score(self, samples: list[Sample], prompts: list[Any] | None, kwargs: dict[str, Any]) -> list[float | None]:
+        return [self.score_answer(s.parsed.answer, s.golden_answers) for s in samples]
+
+
+# registry name -> (class, default options)
+ANSWER_REWARDS: dict[str, tuple[type[RewardFunction], dict[str, Any]]] = {
+    "em": (AnswerReward, {"metric": "em"}),
+    "cem": (AnswerReward, {"metric": "cem"}),
+    "f1": (AnswerReward, {"metric": "f1"}),
+    "em_pm1": (AnswerReward, {"metric": "em", "plus_minus_one": True}),
+    "cem_pm1": (AnswerReward, {"metric": "cem", "plus_minus_one": True}),
+    "cem_10w": (AnswerReward, {"metric": "cem", "max_words": 10}),
+}
+
+__all__ = ["ANSWER_REWARDS", "METRICS", "AnswerReward"]

@@ -1,0 +1,53 @@
+"""The common shape of every reward: a callable with TRL's reward signature, bound to one tag protocol.
+
+TRL calls `fn(prompts=..., completions=..., completion_ids=..., **columns)` and logs the mean of the returned list
+under `fn.__name__`, so each instance carries its registry name as `__name__`. Instances are plain objects (no
+closures) so that they pickle with their protocol.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from searchrl.protocols.base import SearchProtocol
+
+from .inputs import Sample, read_samples
+
+
+class RewardFunction:
+    """Base class: subclasses implement `score(samples, prompts, kwargs)`; `__call__` does the parsing."""
+
+    needs_golden_answers: bool = True
+
+    def __init__(self, name: str, protocol: SearchProtocol) -> None:
+        if not isinstance(protocol, SearchProtocol):
+            raise TypeError(
+                f"reward {name!r} needs a SearchProtocol instance (e.g. searchrl.protocols.get_protocol('search_r1')), "
+                f"got {type(protocol).__name__}"
+            )
+        self.__name__ = name
+        self.protocol = protocol
+
+    def __call__(self, prompts: list[Any] | None = None, completions: list[Any] | None = None, **kwargs: Any):
+        """Score a batch: one float (or None, meaning not applicable) per completion."""
+        if completions is None:
+            raise ValueError(f"reward {self.__name__!r} was called without `completions`")
+        completions = list(completions)
+        if prompts is not None and len(prompts) != len(completions):
+            raise ValueError(
+                f"reward {self.__name__!r}: {len(prompts)} prompts for {len(completions)} completions (they must pair up)"
+            )
+        samples = read_samples(
+            self.protocol, completions, kwargs, self.__name__, needs_golden=self.needs_golden_answers
+        )
+        return self.score(samples, prompts, kwargs)
+
+    def score(self, samples: list[Sample], prompts: list[Any] | None, kwargs: dict[str, Any]) -> list[float | None]:
+        """The rewards of already-parsed samples."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.__name__!r}, protocol={self.protocol.name!r})"
+
+
+__all__ = ["RewardFunction"]
