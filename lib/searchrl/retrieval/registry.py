@@ -1,0 +1,53 @@
+"""Retrievers by name: build one from a corpus, or load any saved one from its folder."""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from searchrl.retrieval.base import BaseRetriever, Doc, read_manifest
+from searchrl.retrieval.bm25 import BM25Retriever
+from searchrl.retrieval.dense import DenseRetriever
+
+RETRIEVERS: dict[str, type[BaseRetriever]] = {
+    BM25Retriever.kind: BM25Retriever,
+    DenseRetriever.kind: DenseRetriever,
+}
+
+
+def retriever_class(name: str) -> type[BaseRetriever]:
+    """The class registered under `name`; unknown names raise ValueError with the known names and a suggestion."""
+    key = str(name).strip().lower()
+    if key in RETRIEVERS:
+        return RETRIEVERS[key]
+    close = difflib.get_close_matches(key, RETRIEVERS, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    raise ValueError(f"unknown retriever {name!r}; known retrievers: {', '.join(sorted(RETRIEVERS))}.{hint}")
+
+
+def make_retriever(name: str, corpus: Sequence[Doc], **options: Any) -> BaseRetriever:
+    """Build the retriever registered under `name` over `corpus`, passing `options` to its constructor."""
+    cls = retriever_class(name)
+    accepted = [p for p in inspect.signature(cls.__init__).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    unknown = sorted(set(options) - {p.name for p in accepted})
+    if unknown:
+        # say which options exist rather than letting a bare TypeError from __init__ through
+        raise TypeError(
+            f"{cls.__name__} has no option(s) {', '.join(unknown)}; accepted: {', '.join(p.name for p in accepted)}"
+        )
+    return cls(corpus, **options)
+
+
+def load_retriever(directory: str | Path, **overrides: Any) -> BaseRetriever:
+    """Load a retriever of any kind saved with `save(directory)`.
+
+    `overrides` set run-time options that do not change the index (e.g. device="cuda" for a dense retriever).
+    """
+    manifest = read_manifest(directory)
+    return retriever_class(manifest["kind"]).load(directory, **overrides)
+
+
+__all__ = ["RETRIEVERS", "load_retriever", "make_retriever", "retriever_class"]
