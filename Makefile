@@ -24,11 +24,12 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) -m searchrl.run notebooks/quickstart.ipynb -f params/quickstart/cpu.yaml
 
+# Two workers, one thread each (tests/conftest.py): the suite's work is many small models, not one big one.
 test: $(STAMP)
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n 2 $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n 2 -m "not slow" $(PYTEST_ARGS)
 
 lab: $(STAMP)
 	$(PY) -m jupyter lab notebooks/

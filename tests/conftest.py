@@ -7,9 +7,15 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests/fakes.py
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+# Tests run in parallel workers (pytest -n 2) on 2 cores: one thread each, in this process and in the notebook
+# kernels it starts. Oversubscribed OpenMP threads on a small CPU are many times slower, not a little.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

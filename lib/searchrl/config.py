@@ -82,6 +82,8 @@ class RunConfig:
     """Experiment tracker handed to TRL: none, tensorboard, trackio, wandb (or another transformers integration)."""
     device: str = "auto"
     """Where to run: auto (GPU when present), cpu, cuda, cuda:N or mps."""
+    torch_threads: int = 0
+    """CPU threads for torch (0 keeps torch's default). On a busy shared CPU, 1 can be several times faster."""
 
     # == model ==
     model: str = "smollm2-135m-instruct"
@@ -107,7 +109,9 @@ class RunConfig:
     world_seed: int = 0
     """Seed of the synthetic world (entities, facts and their documents)."""
     world_entities: int = 200
-    """Number of entities in the synthetic world."""
+    """Number of entities in the synthetic world (at least 30)."""
+    world_passage_words: int = 100
+    """Approximate words per synthetic passage; shorter passages make CPU rollouts cheaper."""
     train_question_types: list[str] = field(default_factory=list)
     """Question types used for training (e.g. single_hop, two_hop); empty: all types."""
     n_train: int = 256
@@ -119,7 +123,7 @@ class RunConfig:
 
     # == retrieval ==
     retriever: str = "bm25"
-    """Retriever name from the retrieval registry (e.g. bm25, dense) or an http:// address of a retrieval service."""
+    """Retriever name from the retrieval registry: bm25 or dense."""
     top_k: int = 3
     """Documents returned per search."""
 
@@ -130,8 +134,9 @@ class RunConfig:
     """Wrap the prompt in the tokenizer's chat template."""
     max_searches: int = 2
     """Most searches one rollout may issue; further queries get a notice instead of documents."""
-    max_turn_tokens: int = 64
-    """Most tokens generated in one turn (between two searches)."""
+    max_turn_tokens: int = 128
+    """Tokens one generation turn may sample; a longer turn ends the sample (0: only the total budget applies).
+    A batch turn lasts as long as its longest row, so this keeps one rambling sample from holding up the batch."""
     max_completion_length: int = 256
     """Most tokens in a whole completion, retrieved text included."""
     temperature: float = 1.0
@@ -369,11 +374,11 @@ _DEVICE_PATTERN = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 
 # Lower bounds (inclusive) of integer and float sizes; (name, minimum).
 _MINIMUMS: dict[str, float] = {
-    "seed": 0, "lora_r": 1, "lora_alpha": 1, "world_entities": 1, "n_train": 0, "n_eval": 0, "top_k": 1,
-    "max_searches": 0, "max_turn_tokens": 1, "max_completion_length": 1, "temperature": 0.0, "sft_examples": 0,
+    "seed": 0, "lora_r": 1, "lora_alpha": 1, "world_entities": 30, "n_train": 0, "n_eval": 0, "top_k": 1,
+    "max_searches": 0, "max_turn_tokens": 0, "max_completion_length": 1, "temperature": 0.0, "sft_examples": 0,
     "rl_steps": 0, "num_generations": 2, "prompts_per_step": 1, "gradient_accumulation_steps": 1, "beta": 0.0,
     "logging_steps": 1, "save_steps": 1, "stage1_steps": 0, "eval_batch_size": 1, "n_trajectories_shown": 0,
-    "world_seed": 0,
+    "world_seed": 0, "world_passage_words": 20, "torch_threads": 0,
 }  # fmt: skip
 _POSITIVE = ("learning_rate", "sft_learning_rate", "sft_epochs", "vllm_gpu_memory_utilization")
 
@@ -408,12 +413,34 @@ def _semantic_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
                 ),
             )
         )
+    problems.extend(_registry_problems(values))
     if not values["rewards"] and values["rl_steps"] > 0:
         problems.append(("rewards", "rewards is empty but rl_steps > 0; name at least one reward"))
     if values["two_stage"] and not 0 < values["stage1_steps"] <= values["rl_steps"]:
         problems.append(
             ("stage1_steps", f"two_stage needs 0 < stage1_steps <= rl_steps, got stage1_steps={values['stage1_steps']}")
         )
+    return problems
+
+
+def _registry_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Names picked from the ablation registries (protocols, rewards, retrievers, estimators) must exist, so a typo
+    fails here rather than after the model has loaded."""
+    from searchrl.protocols import PROTOCOLS
+    from searchrl.retrieval import RETRIEVERS
+    from searchrl.rewards import REWARDS
+    from searchrl.trainer.advantages import ADVANTAGE_ESTIMATORS
+
+    problems = []
+    checks = [("protocol", [values["protocol"]], list(PROTOCOLS)), ("retriever", [values["retriever"]],
+              list(RETRIEVERS)), ("advantage_estimator", [values["advantage_estimator"]], list(ADVANTAGE_ESTIMATORS)),
+              ("rewards", list(values["rewards"]), list(REWARDS))]
+    for name, chosen, known in checks:
+        for value in chosen:
+            if value not in known:
+                near = difflib.get_close_matches(value, known, n=1)
+                hint = f" (did you mean {near[0]!r}?)" if near else ""
+                problems.append((name, f"{name}: unknown {value!r}{hint}; known: {', '.join(known)}"))
     return problems
 
 

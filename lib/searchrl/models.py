@@ -96,9 +96,12 @@ def bundled_model_path(name: str = DEFAULT_POLICY) -> Path:
     try:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        if target.exists():
-            shutil.rmtree(target)
-        tmp.rename(target)
+        try:
+            tmp.rename(target)
+        except OSError:
+            # Another process finished the same conversion first (parallel test workers): keep theirs.
+            if not (target / "config.json").exists():
+                raise
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

@@ -22,6 +22,7 @@ class RolloutConfig:
     max_searches: int = 2  # retrieval calls allowed per sample; a query beyond this gets a budget notice
     top_k: int = 3  # documents appended per query
     max_completion_tokens: int = 256  # sampled plus appended tokens per sample
+    max_turn_tokens: int = 0  # tokens one turn may sample before the sample is cut (0: only the total budget)
     max_query_chars: int = 300  # longer queries are refused with a defined observation
     budget_notice: str = "Search budget used up: answer now with what you found."
 
@@ -82,7 +83,7 @@ class SearchRollout:
             if not active and not self.collective:
                 break
             outputs = self.generator.generate_turn(
-                [t.prompt_ids + t.completion_ids for t in active], [max(t.budget_left, 1) for t in active]
+                [t.prompt_ids + t.completion_ids for t in active], [self._turn_budget(t) for t in active]
             )
             pending: list[tuple[Trajectory, str]] = []
             for traj, out in zip(active, outputs):
@@ -94,6 +95,12 @@ class SearchRollout:
             if not t.done:
                 t.done, t.finish, t.hit_length_budget = True, "length", t.hit_length_budget or t.budget_left <= 0
         return trajs
+
+    def _turn_budget(self, traj: Trajectory) -> int:
+        # A batch turn lasts as long as its longest row; capping a turn stops one rambling sample from holding up
+        # the whole batch.
+        cap = self.config.max_turn_tokens
+        return max(min(traj.budget_left, cap) if cap > 0 else traj.budget_left, 1)
 
     def _take_turn(self, traj: Trajectory, out, pending: list) -> None:
         cfg = self.config

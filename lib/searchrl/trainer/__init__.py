@@ -1,8 +1,25 @@
-"""The RL trainer: TRL's GRPOTrainer with search rollouts, retrieved-token masks and the papers' rewards."""
+"""The RL trainer: TRL's GRPOTrainer with search rollouts, retrieved-token masks and the papers' rewards.
 
-from searchrl.trainer.advantages import ADVANTAGE_ESTIMATORS, reinforce_pp_advantages, rloo_advantages
-from searchrl.trainer.data import prompt_dataset
-from searchrl.trainer.search_grpo import SearchGRPOConfig, SearchGRPOTrainer
+Names load lazily, so that reading the estimator registry (e.g. to validate parameters) does not import TRL.
+"""
 
-__all__ = ["ADVANTAGE_ESTIMATORS", "SearchGRPOConfig", "SearchGRPOTrainer", "prompt_dataset",
-           "reinforce_pp_advantages", "rloo_advantages"]
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "ADVANTAGE_ESTIMATORS": "searchrl.trainer.advantages",
+    "reinforce_pp_advantages": "searchrl.trainer.advantages",
+    "rloo_advantages": "searchrl.trainer.advantages",
+    "prompt_dataset": "searchrl.trainer.data",
+    "SearchGRPOConfig": "searchrl.trainer.search_grpo",
+    "SearchGRPOTrainer": "searchrl.trainer.search_grpo",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'searchrl.trainer' has no attribute {name!r}")

@@ -26,14 +26,15 @@ def reinforce_pp_advantages(
     kl: torch.Tensor | None = None,
     kl_coef: float = 0.0,
     *,
-    global_stats=None,
+    global_sum=None,
 ) -> torch.Tensor:
     """REINFORCE++ token advantages: the outcome reward at the last sampled token, minus `kl_coef * kl` at every
     sampled token, summed to go (gamma = 1), then whitened over all sampled tokens of the global batch.
 
     rewards: (B,), mask: (B, T) 1 on tokens that train, kl: (B, T) per-token KL estimate or None.
-    `global_stats(sum, sum_sq, count) -> (sum, sum_sq, count)` reduces across processes (identity on one).
+    `global_sum(tensor) -> tensor` sums a statistic over processes (identity on one process).
     """
+    global_sum = global_sum or (lambda t: t)
     mask = mask.float()
     token_rewards = torch.zeros_like(mask)
     if kl is not None and kl_coef:
@@ -44,10 +45,8 @@ def reinforce_pp_advantages(
     has_tokens = lengths > 0
     token_rewards[has_tokens, last[has_tokens]] += rewards[has_tokens].to(token_rewards.dtype)
     returns = token_rewards.flip(1).cumsum(1).flip(1) * mask
-    total, total_sq, count = (returns.sum(), (returns**2).sum(), mask.sum())
-    if global_stats is not None:
-        total, total_sq, count = global_stats(total, total_sq, count)
-    count = count.clamp(min=1.0)
-    mean = total / count
-    var = (total_sq / count - mean**2).clamp(min=0.0)
+    count = global_sum(mask.sum()).clamp(min=1.0)
+    mean = global_sum(returns.sum()) / count
+    # Two passes (mean, then squared deviations) keep the variance exact where sum-of-squares would cancel.
+    var = global_sum((((returns - mean) * mask) ** 2).sum()) / count
     return (returns - mean) / (var.sqrt() + 1e-8) * mask

@@ -28,7 +28,9 @@ class SearchGRPOConfig(GRPOConfig):
 
     protocol: str = field(default="search_r1", metadata={"help": "Tag protocol: search_r1, r1_searcher, ..."})
     max_searches: int = field(default=2, metadata={"help": "Retrieval calls allowed per sample."})
-    top_k: int = field(default=3, metadata={"help": "Documents appended per query."})
+    # Named apart from GRPOConfig.top_k, which is the sampling top-k.
+    retrieval_top_k: int = field(default=3, metadata={"help": "Documents appended per query."})
+    max_turn_tokens: int = field(default=0, metadata={"help": "Tokens one turn may sample (0: no cap beyond the budget)."})
     max_query_chars: int = field(default=300, metadata={"help": "Longer queries get a refusal observation."})
     mask_retrieved: bool = field(default=True, metadata={"help": "Exclude retrieved tokens from loss and KL."})
     advantage_estimator: str = field(default="grpo", metadata={"help": f"One of {ADVANTAGE_ESTIMATORS}."})
@@ -42,8 +44,8 @@ class SearchGRPOConfig(GRPOConfig):
         if self.advantage_estimator not in ADVANTAGE_ESTIMATORS:
             raise ValueError(f"advantage_estimator must be one of {ADVANTAGE_ESTIMATORS}, got "
                              f"{self.advantage_estimator!r}")
-        if self.max_searches < 0 or self.top_k < 1:
-            raise ValueError("max_searches must be >= 0 and top_k >= 1")
+        if self.max_searches < 0 or self.retrieval_top_k < 1:
+            raise ValueError("max_searches must be >= 0 and retrieval_top_k >= 1")
 
 
 class SearchGRPOTrainer(GRPOTrainer):
@@ -90,7 +92,8 @@ class SearchGRPOTrainer(GRPOTrainer):
                 generator = HFTurnGenerator(self.accelerator.unwrap_model(self.model), tokenizer,
                                             self.protocol.stop_strings, temperature=self.args.temperature,
                                             top_p=self.args.top_p, top_k=self.args.top_k)
-            config = RolloutConfig(max_searches=self.args.max_searches, top_k=self.args.top_k,
+            config = RolloutConfig(max_searches=self.args.max_searches, top_k=self.args.retrieval_top_k,
+                                   max_turn_tokens=self.args.max_turn_tokens,
                                    max_completion_tokens=self.args.max_completion_length,
                                    max_query_chars=self.args.max_query_chars)
             collective = self.use_vllm and self.accelerator.num_processes > 1
@@ -163,7 +166,7 @@ class SearchGRPOTrainer(GRPOTrainer):
         elif estimator == "reinforce_pp":
             kl = self._reward_kl(output) if self.args.reward_kl_coef else None
             output["advantages"] = reinforce_pp_advantages(rewards[local], mask, kl, self.args.reward_kl_coef,
-                                                           global_stats=self._global_sums)
+                                                           global_sum=self._global_sum)
         if self.args.drop_zero_variance:
             grouped = rewards.view(-1, num_generations)
             keep = (grouped.max(dim=1).values != grouped.min(dim=1).values).repeat_interleave(num_generations)[local]
@@ -173,9 +176,8 @@ class SearchGRPOTrainer(GRPOTrainer):
             self._metrics[mode]["search/kept_group_frac"].append(keep.float().mean().item())
         return output
 
-    def _global_sums(self, total, total_sq, count):
-        stats = self.accelerator.gather(torch.stack([total, total_sq, count]).unsqueeze(0)).view(-1, 3).sum(dim=0)
-        return stats[0], stats[1], stats[2]
+    def _global_sum(self, value: torch.Tensor) -> torch.Tensor:
+        return self.accelerator.gather(value.reshape(1)).sum()
 
     @torch.no_grad()
     def _reward_kl(self, output) -> torch.Tensor:

@@ -1,0 +1,419 @@
+"""Evaluation: the training rollout engine, run greedily over a question set, scored per question.
+
+    result = evaluate(model, tokenizer, "search_r1", retriever, world.questions("test", limit=48))
+    result.summary()            # {"em": ..., "f1": ..., "searches": ..., "n": 48, ...}
+    result.by_type()            # one row per question type
+    stage_table({"untrained": before, "after cold start": after})   # the paper-style table
+
+Evaluation uses the same `SearchRollout` as training, so what is measured is exactly what the policy does during
+RL (same prompts, same stop strings, same observation text), only with greedy decoding.
+`render_trajectory` shows one trajectory as HTML with the retrieved spans boxed, so a reader can see at a glance
+which tokens the model wrote and which the search engine appended.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+from searchrl.protocols import get_protocol
+from searchrl.protocols.base import SearchProtocol
+from searchrl.rewards.metrics import cover_exact_match, exact_match, f1_score
+from searchrl.rollout import HFTurnGenerator, RolloutConfig, SearchRollout, Trajectory
+
+# Columns of `EvalResult.summary()` that are plain means over questions.
+SUMMARY_MEANS = ("em", "f1", "cem", "searches", "invalid_queries", "format_ok", "answered", "model_tokens",
+                 "total_tokens", "hit_length_budget")
+BY_TYPE_MEANS = ("em", "f1", "cem", "searches", "format_ok", "answered", "model_tokens")
+
+
+# ------------------------------------------------------------------------------------------------ scoring
+
+
+def check_rows(rows: Sequence[Mapping], what: str = "evaluate") -> list[Mapping]:
+    """Rows as a list, each with a string `question` and non-empty `golden_answers` (clear error otherwise)."""
+    if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Sequence):
+        raise TypeError(f"{what} needs a list of question rows (dicts with question, golden_answers), "
+                        f"got {type(rows).__name__}")
+    rows = list(rows)
+    if not rows:
+        raise ValueError(f"{what} needs at least one question row; the list is empty")
+    for i, row in enumerate(rows):
+        if not isinstance(row, Mapping) or not isinstance(row.get("question"), str):
+            raise TypeError(f"rows[{i}] has no string 'question'; rows look like "
+                             "{'id', 'question', 'golden_answers', 'metadata'} (see searchrl.data.schema.make_row)")
+        golden = row.get("golden_answers")
+        if isinstance(golden, str) or not golden:
+            raise ValueError(f"rows[{i}] ({row.get('id', '?')}): 'golden_answers' must be a non-empty list of strings")
+    return rows
+
+
+def completion_text(traj: Trajectory, tokenizer) -> str:
+    """The completion as the rewards see it: sampled and appended tokens, special tokens (EOS) dropped."""
+    return tokenizer.decode(traj.completion_ids, skip_special_tokens=True)
+
+
+def score_trajectory(row: Mapping, traj: Trajectory, text: str, protocol: SearchProtocol) -> dict[str, Any]:
+    """One question's record: the parsed answer, its metrics, search behaviour and token counts."""
+    parsed = protocol.parse(text)
+    golden = list(row["golden_answers"])
+    meta = row.get("metadata") or {}
+    answer = parsed.answer
+    retrieved = [doc_id for ids in traj.doc_ids for doc_id in ids]
+    supporting = list(meta.get("supporting_ids") or [])
+    found = [s for s in supporting if s in set(retrieved)]
+    return {
+        "id": row.get("id", ""),
+        "question": row["question"],
+        "golden_answers": golden,
+        "qtype": str(meta.get("type", "unknown")),
+        "hops": int(meta.get("hops", 1)),
+        "prediction": answer if answer is not None else "",
+        "em": exact_match(answer, golden),
+        "f1": f1_score(answer, golden),
+        "cem": cover_exact_match(answer, golden),
+        "searches": traj.num_searches,
+        "invalid_queries": traj.invalid_queries,
+        "format_ok": bool(parsed.format_ok),
+        "answered": bool(answer and answer.strip()),
+        "model_tokens": int(sum(traj.env_mask)),
+        "total_tokens": len(traj.env_mask),
+        "queries": list(traj.queries),
+        "doc_ids": [list(ids) for ids in traj.doc_ids],
+        # None when the row does not say which passages hold its answer (real QA data, mostly).
+        "support_retrieved": (len(found) > 0) if supporting else None,
+        "support_recall": (len(found) / len(supporting)) if supporting else None,
+        "finish": traj.finish,
+        "hit_search_budget": traj.hit_search_budget,
+        "hit_length_budget": traj.hit_length_budget,
+        "completion": text,
+    }
+
+
+# ------------------------------------------------------------------------------------------------ results
+
+
+@dataclass
+class EvalResult:
+    """Per-question records of one evaluation, with the settings that produced them."""
+
+    records: pd.DataFrame
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, float]:
+        """Means over all questions (em, f1, cem, searches, format_ok, answered, model_tokens, ...) and n."""
+        df = self.records
+        out: dict[str, float] = {name: float(df[name].mean()) for name in SUMMARY_MEANS if name in df}
+        known = df["support_retrieved"].dropna() if "support_retrieved" in df else pd.Series(dtype=float)
+        if len(known):
+            out["support_retrieved"] = float(known.astype(float).mean())
+        out["n"] = len(df)
+        return out
+
+    def by_type(self) -> pd.DataFrame:
+        """One row per question type (index `qtype`): n and the means of the main metrics."""
+        df = self.records
+        table = df.groupby("qtype", sort=False)[list(BY_TYPE_MEANS)].mean(numeric_only=False).astype(float)
+        table.insert(0, "n", df.groupby("qtype", sort=False).size())
+        return table
+
+    def to_json(self, path: str | Path) -> Path:
+        """Write summary, per-type table and config as one JSON file."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        payload = {
+            "summary": self.summary(),
+            "by_type": json.loads(self.by_type().to_json(orient="index")),
+            "config": self.config,
+        }
+        path.write_text(json.dumps(payload, indent=1, default=str) + "\n", encoding="utf-8")
+        return path
+
+    def trajectories_jsonl(self, path: str | Path) -> Path:
+        """Write every record (completion text, queries, doc ids, metrics) as one JSON line per question."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.records.to_json(path, orient="records", lines=True, force_ascii=False)
+        return path
+
+
+def stage_table(results: Mapping[str, EvalResult]) -> pd.DataFrame:
+    """The paper-style table: one row per stage ("untrained", "after cold start", "after RL", ...).
+
+    Columns: EM, F1, searches/question, format-valid rate, then "F1 <type>" for each question type met, and
+    "F1 multi-hop" (all questions with more than one hop) when both single- and multi-hop questions are present.
+    """
+    if not isinstance(results, Mapping) or not results:
+        raise ValueError("stage_table needs a non-empty dict {stage name: EvalResult}")
+    types: list[str] = []
+    for res in results.values():
+        types += [t for t in res.records["qtype"].unique() if t not in types]
+    rows = {}
+    for stage, res in results.items():
+        df = res.records
+        row = {"EM": df["em"].mean(), "F1": df["f1"].mean(), "searches/question": df["searches"].mean(),
+               "format-valid rate": df["format_ok"].astype(float).mean()}
+        for t in types:
+            row[f"F1 {t}"] = df.loc[df["qtype"] == t, "f1"].mean()  # NaN when this stage saw no such question
+        hops = df["hops"]
+        if (hops > 1).any() and (hops <= 1).any():
+            row["F1 multi-hop"] = df.loc[hops > 1, "f1"].mean()
+        rows[stage] = row
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    table.index.name = "stage"
+    return table
+
+
+# ------------------------------------------------------------------------------------------------ evaluate
+
+
+def evaluate(
+    model,
+    tokenizer,
+    protocol: SearchProtocol | str,
+    retriever,
+    rows: Sequence[Mapping],
+    *,
+    batch_size: int = 16,
+    max_searches: int = 2,
+    top_k: int = 3,
+    max_completion_tokens: int = 256,
+    max_turn_tokens: int = 0,
+    chat: bool = True,
+    greedy: bool = True,
+    temperature: float = 1.0,
+    progress: bool = True,
+    generator=None,
+) -> EvalResult:
+    """Roll out the policy on every question (batched, greedy by default) and score each one.
+
+    `protocol` is a `SearchProtocol` or its name. `generator` replaces the transformers generator (any
+    `TurnGenerator`, e.g. vLLM or a scripted one in tests); `model` may then be None. The model is put in eval mode
+    for the rollouts and its previous mode is restored afterwards.
+
+    Budgets are per question: `max_completion_tokens` counts sampled and appended tokens together, so it must leave
+    room for `max_searches` observations of `top_k` passages each (a synthetic-world passage is ~150 tokens).
+    `max_turn_tokens` caps one turn (0: no cap), so one rambling answer cannot hold up its whole batch.
+    """
+    rows = check_rows(rows)
+    protocol = get_protocol(protocol)
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if generator is None:
+        if model is None:
+            raise ValueError("evaluate needs a model (or a `generator` to produce the turns)")
+        generator = HFTurnGenerator(model, tokenizer, protocol.stop_strings, temperature=temperature, greedy=greedy)
+    config = RolloutConfig(max_searches=max_searches, top_k=top_k, max_completion_tokens=max_completion_tokens,
+                           max_turn_tokens=max_turn_tokens)
+    engine = SearchRollout(protocol, retriever, tokenizer, generator, config)
+
+    was_training = getattr(model, "training", None)
+    if model is not None:
+        model.eval()
+    records: list[dict[str, Any]] = []
+    start = time.perf_counter()
+    batches = range(0, len(rows), batch_size)
+    bar = tqdm(batches, desc="evaluate", unit="batch", disable=not progress)
+    try:
+        for lo in bar:
+            batch = rows[lo: lo + batch_size]
+            prompts = [protocol.build_prompt(r["question"], tokenizer, chat=chat) for r in batch]
+            prompt_ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+            for row, traj in zip(batch, engine.run(prompt_ids)):
+                records.append(score_trajectory(row, traj, completion_text(traj, tokenizer), protocol))
+            done = pd.DataFrame(records)
+            bar.set_postfix(em=f"{done['em'].mean():.3f}", f1=f"{done['f1'].mean():.3f}",
+                            searches=f"{done['searches'].mean():.2f}")
+    finally:
+        bar.close()
+        if model is not None and was_training is not None:
+            model.train(was_training)
+    elapsed = time.perf_counter() - start
+    settings = {
+        "protocol": protocol.name,
+        "retriever": repr(retriever),
+        "model": _model_name(model),
+        "n": len(rows),
+        "batch_size": batch_size,
+        "max_searches": max_searches,
+        "top_k": top_k,
+        "max_completion_tokens": max_completion_tokens,
+        "chat": chat,
+        "greedy": greedy,
+        "temperature": None if greedy else temperature,
+        "seconds": round(elapsed, 2),
+    }
+    return EvalResult(pd.DataFrame(records), settings)
+
+
+def _model_name(model) -> str:
+    if model is None:
+        return "none"
+    name = getattr(getattr(model, "config", None), "_name_or_path", "") or ""
+    return name or type(model).__name__
+
+
+# ------------------------------------------------------------------------------------------------ rendering
+
+
+def trajectory_pieces(text: str, protocol: SearchProtocol) -> list[tuple[str, str]]:
+    """Split a completion into (kind, text) pieces: "retrieved", "query", "answer" or "text".
+
+    Retrieved blocks run from the observation open tag to its close tag (or to the end when never closed), like
+    the parsers read them; queries and answers are found only in the model's own text, tags included.
+    """
+    pieces: list[tuple[str, str]] = []
+    pos = 0
+    while pos < len(text):
+        start = text.find(protocol.obs_open, pos)
+        if start < 0:
+            pieces += _model_pieces(text[pos:], protocol)
+            break
+        pieces += _model_pieces(text[pos:start], protocol)
+        end = text.find(protocol.obs_close, start + len(protocol.obs_open))
+        end = len(text) if end < 0 else end + len(protocol.obs_close)
+        pieces.append(("retrieved", text[start:end]))
+        pos = end
+    return [(kind, piece) for kind, piece in pieces if piece]
+
+
+def _model_pieces(text: str, protocol: SearchProtocol) -> list[tuple[str, str]]:
+    """Queries and answers in a stretch of model text; the rest is plain text."""
+    pieces: list[tuple[str, str]] = []
+    pos = 0
+    while pos < len(text):
+        candidates = [(text.find(tag, pos), kind, tag) for kind, tag in
+                      (("query", protocol.query_open), ("answer", protocol.answer_open)) if tag]
+        candidates = [c for c in candidates if c[0] >= 0]
+        if not candidates:
+            break
+        start, kind, tag = min(candidates)
+        end = _span_end(text, start, tag, protocol.query_close if kind == "query" else protocol.answer_close)
+        if end is None:  # an unclosed tag: leave the rest as plain text
+            break
+        pieces += [("text", text[pos:start]), (kind, text[start:end])]
+        pos = end
+    pieces.append(("text", text[pos:]))
+    return pieces
+
+
+def _span_end(text: str, start: int, open_tag: str, close_tag: str) -> int | None:
+    """End offset of the span opened at `start`; an opening tag ending in "{" (\\boxed{) closes at its balancing "}"."""
+    if open_tag.endswith("{") and close_tag == "}":
+        depth = 0
+        for i in range(start + len(open_tag) - 1, len(text)):
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            if depth == 0:
+                return i + 1
+        return None
+    end = text.find(close_tag, start + len(open_tag))
+    return None if end < 0 else end + len(close_tag)
+
+
+def _unpack(record_or_text, question: str | None) -> tuple[str, dict[str, Any]]:
+    if isinstance(record_or_text, str):
+        return record_or_text, {"question": question} if question else {}
+    if isinstance(record_or_text, pd.Series):
+        record_or_text = record_or_text.to_dict()
+    if not isinstance(record_or_text, Mapping) or "completion" not in record_or_text:
+        raise TypeError("render a completion string or an evaluation record (a row of EvalResult.records with a "
+                        f"'completion' column), got {type(record_or_text).__name__}")
+    info = dict(record_or_text)
+    if question:
+        info["question"] = question
+    return str(info["completion"]), info
+
+
+_STYLES = {
+    "retrieved": "display:block;background:#ececec;color:#555;border:1px solid #bdbdbd;border-radius:4px;"
+                 "padding:4px 6px;margin:4px 0;",
+    "query": "background:#cfe3ff;border-radius:3px;padding:0 2px;",
+    "answer": "background:#c9f2c9;border-radius:3px;padding:0 2px;font-weight:bold;",
+}
+
+
+def render_trajectory(record_or_text, protocol: SearchProtocol | str, question: str | None = None) -> str:
+    """HTML for one trajectory: retrieved blocks in a grey box labelled "retrieved", queries blue, answer green.
+
+    Accepts a completion string or an evaluation record (dict or DataFrame row); a record adds a header with the
+    question, golden answers, prediction and scores. All text is HTML-escaped.
+    """
+    protocol = get_protocol(protocol)
+    text, info = _unpack(record_or_text, question)
+    parts = [('<div class="searchrl-trajectory" style="font-family:monospace;white-space:pre-wrap;'
+              'line-height:1.4;border:1px solid #ddd;padding:8px;">')]
+    parts.append(_header_html(info))
+    for kind, piece in trajectory_pieces(text, protocol):
+        body = html.escape(piece)
+        if kind == "retrieved":
+            parts.append(f'<span class="retrieved" title="retrieved: appended by the search engine, not trained" '
+                         f'style="{_STYLES[kind]}"><small style="color:#888;font-weight:bold;">retrieved</small>\n'
+                         f"{body}</span>")
+        elif kind in _STYLES:
+            parts.append(f'<mark class="{kind}" style="{_STYLES[kind]}">{body}</mark>')
+        else:
+            parts.append(body)
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def _header_html(info: Mapping[str, Any]) -> str:
+    lines = []
+    if info.get("question"):
+        lines.append(f"<b>Question:</b> {html.escape(str(info['question']))}")
+    if info.get("golden_answers") is not None:
+        lines.append(f"<b>Gold:</b> {html.escape(' | '.join(map(str, info['golden_answers'])))}")
+    if "prediction" in info:
+        scores = ", ".join(f"{k}={float(info[k]):.2f}" for k in ("em", "f1") if k in info)
+        lines.append(f"<b>Prediction:</b> {html.escape(str(info['prediction']))}"
+                     + (f" ({html.escape(scores)})" if scores else ""))
+    if not lines:
+        return ""
+    return '<div class="header" style="margin-bottom:6px;">' + "<br>".join(lines) + "</div>"
+
+
+def render_trajectory_text(record_or_text, protocol: SearchProtocol | str, question: str | None = None) -> str:
+    """Plain-text rendering for terminals: each retrieved block between [RETRIEVED] and [/RETRIEVED], its lines
+    prefixed with "░ ", and the query and answer spans wrapped in »...«."""
+    protocol = get_protocol(protocol)
+    text, info = _unpack(record_or_text, question)
+    out = []
+    if info.get("question"):
+        out.append(f"Question: {info['question']}\n")
+    if info.get("golden_answers") is not None:
+        out.append(f"Gold: {' | '.join(map(str, info['golden_answers']))}\n")
+    if "prediction" in info:
+        out.append(f"Prediction: {info['prediction']}\n")
+    if out:
+        out.append("-" * 40 + "\n")
+    for kind, piece in trajectory_pieces(text, protocol):
+        if kind == "retrieved":
+            body = "\n".join("░ " + line for line in piece.strip("\n").splitlines())
+            lead = "" if not out or out[-1].endswith("\n") else "\n"
+            out.append(f"{lead}[RETRIEVED]\n{body}\n[/RETRIEVED]")
+        elif kind in ("query", "answer"):
+            out.append(f"»{piece}«")
+        else:
+            out.append(piece)
+    return "".join(out)
+
+
+__all__ = [
+    "EvalResult",
+    "check_rows",
+    "completion_text",
+    "evaluate",
+    "render_trajectory",
+    "render_trajectory_text",
+    "score_trajectory",
+    "stage_table",
+    "trajectory_pieces",
+]

@@ -1,0 +1,280 @@
+"""One experiment as notebooks run it: data, retriever, evaluation, cold start, RL, tables and figures.
+
+Notebooks stay thin by calling these methods; every method writes what it produced into the run folder, so an
+interrupted run keeps everything done so far.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from searchrl.config import RunConfig
+from searchrl.runs import MetricsHistory, current_run_dir, history_callback, mark_status, save_figure, write_json
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        import numpy as np
+
+        np.random.seed(seed)
+    except ImportError:  # pragma: no cover
+        pass
+
+
+def balanced_take(rows: list, n: int, types: list[str] | None = None, seed: int = 0) -> list:
+    """Up to `n` rows with question types interleaved (round robin), so small subsets still cover every type."""
+    by_type: dict[str, list] = defaultdict(list)
+    for row in rows:
+        qtype = str(row["metadata"].get("type", "unknown"))
+        if not types or qtype in types:
+            by_type[qtype].append(row)
+    rng = random.Random(seed)
+    for group in by_type.values():
+        rng.shuffle(group)
+    out, queues = [], [list(g) for _, g in sorted(by_type.items())]
+    while len(out) < n and any(queues):
+        for q in queues:
+            if q and len(out) < n:
+                out.append(q.pop())
+    return out
+
+
+class Experiment:
+    """Everything one run needs, built from a validated `RunConfig`."""
+
+    def __init__(self, cfg: RunConfig, notebook: str = "interactive"):
+        from searchrl.models import load_tokenizer
+        from searchrl.protocols import get_protocol
+        from searchrl.retrieval import make_retriever
+
+        self.cfg = cfg
+        self.notebook = notebook
+        self.run_dir = current_run_dir(notebook, cfg)
+        seed_everything(cfg.seed)
+        if cfg.torch_threads:
+            torch.set_num_threads(cfg.torch_threads)
+        self.protocol = get_protocol(cfg.protocol)
+        self.corpus, self.train_rows, self.eval_rows = self._load_data()
+        self.retriever = make_retriever(cfg.retriever, self.corpus)
+        self.tokenizer = load_tokenizer(cfg.model)
+        self.results: dict = {}
+        self.history = MetricsHistory(self.run_dir)
+        write_json(self.run_dir / "data.json", self.data_summary())
+
+    # ---- data -------------------------------------------------------------------------------------------------
+
+    def _load_data(self):
+        cfg = self.cfg
+        if cfg.dataset == "synthetic":
+            from searchrl.data.synthetic import make_world
+
+            world = make_world(seed=cfg.world_seed, n_entities=cfg.world_entities,
+                               words_per_passage=cfg.world_passage_words)
+            self.world = world
+            train, evaluation, corpus = world.splits["train"], world.splits[cfg.eval_split], world.corpus
+        else:
+            from searchrl.data.loaders import load_corpus, load_qa
+
+            if not cfg.corpus:
+                raise ValueError("dataset is a file, so `corpus` must name a passage file (jsonl or tsv)")
+            rows = load_qa(cfg.dataset)
+            random.Random(cfg.seed).shuffle(rows)
+            cut = max(1, len(rows) - cfg.n_eval)
+            train, evaluation, corpus = rows[:cut], rows[cut:], load_corpus(cfg.corpus)
+        train = balanced_take(train, cfg.n_train, cfg.train_question_types or None, cfg.seed)
+        evaluation = balanced_take(evaluation, cfg.n_eval, None, cfg.seed + 1)
+        if not train or not evaluation:
+            raise ValueError(f"no questions left after filtering: {len(train)} train, {len(evaluation)} eval "
+                             f"(train_question_types={cfg.train_question_types})")
+        return corpus, train, evaluation
+
+    def data_summary(self) -> dict:
+        def types(rows):
+            return pd.Series([r["metadata"].get("type", "unknown") for r in rows]).value_counts().to_dict()
+
+        return {"corpus_passages": len(self.corpus), "train_questions": len(self.train_rows),
+                "eval_questions": len(self.eval_rows), "train_types": types(self.train_rows),
+                "eval_types": types(self.eval_rows)}
+
+    # ---- models -----------------------------------------------------------------------------------------------
+
+    def load_model(self, path: str | None = None):
+        from searchrl.models import load_policy
+
+        dtype = torch.bfloat16 if self.cfg.bf16 else torch.float32
+        model, _ = load_policy(path or self.cfg.model, dtype=dtype, device=self.cfg.device)
+        return model
+
+    def save_model(self, model, name: str) -> Path:
+        from searchrl.models import save_policy
+
+        return save_policy(model, self.tokenizer, self.run_dir / "checkpoints" / name)
+
+    # ---- evaluation -------------------------------------------------------------------------------------------
+
+    def evaluate(self, model, stage: str):
+        """Greedy search rollouts on the evaluation questions; saves eval/<stage>.json and trajectories."""
+        from searchrl.evaluate import evaluate
+
+        cfg = self.cfg
+        result = evaluate(model, self.tokenizer, self.protocol, self.retriever, self.eval_rows,
+                          batch_size=cfg.eval_batch_size, max_searches=cfg.max_searches, top_k=cfg.top_k,
+                          max_completion_tokens=cfg.max_completion_length, max_turn_tokens=cfg.max_turn_tokens,
+                          chat=cfg.chat_prompt)
+        slug = stage.replace(" ", "_")
+        result.to_json(self.run_dir / "eval" / f"{slug}.json")
+        result.trajectories_jsonl(self.run_dir / "trajectories" / f"{slug}.jsonl")
+        self.results[stage] = result
+        return result
+
+    def stage_table(self) -> pd.DataFrame:
+        from searchrl.evaluate import stage_table
+
+        table = stage_table(self.results)
+        write_json(self.run_dir / "eval" / "table.json", table.reset_index().to_dict("records"))
+        return table
+
+    # ---- cold start -------------------------------------------------------------------------------------------
+
+    def cold_start(self, model):
+        """SFT on templated trajectories with retrieved tokens masked out of the loss (R1-Searcher++ eq. 2)."""
+        from searchrl.sft import sft_train, templated_trajectories
+
+        cfg = self.cfg
+        if cfg.sft_examples <= 0:
+            return model
+        rows = balanced_take(self.train_rows if cfg.dataset != "synthetic" else self.world.splits["train"],
+                             cfg.sft_examples * 2, cfg.sft_question_types or None, cfg.seed + 2)
+        items = templated_trajectories(rows, self.protocol, self.retriever, tokenizer=self.tokenizer,
+                                       chat=cfg.chat_prompt, top_k=cfg.top_k, seed=cfg.seed)
+        items = items[: cfg.sft_examples]
+        log = sft_train(model, self.tokenizer, items, epochs=cfg.sft_epochs, learning_rate=cfg.sft_learning_rate,
+                        output_dir=str(self.run_dir / "sft"), seed=cfg.seed, report_to=cfg.report_to)
+        write_json(self.run_dir / "sft" / "history.json", log)
+        self.save_model(model, "cold_start")
+        return model
+
+    # ---- reinforcement learning -------------------------------------------------------------------------------
+
+    def search_grpo_config(self, output_dir: str | Path, rewards: list[str] | None = None):
+        """The trainer configuration this run's parameters describe."""
+        from searchrl.trainer import SearchGRPOConfig
+
+        cfg = self.cfg
+        on_cpu = not torch.cuda.is_available() or cfg.device == "cpu"
+        return SearchGRPOConfig(
+            output_dir=str(output_dir), seed=cfg.seed, max_steps=cfg.rl_steps, learning_rate=cfg.learning_rate,
+            num_generations=cfg.num_generations, per_device_train_batch_size=cfg.prompts_per_step * cfg.num_generations,
+            gradient_accumulation_steps=cfg.gradient_accumulation_steps, beta=cfg.beta, loss_type=cfg.loss_type,
+            scale_rewards=cfg.scale_rewards, temperature=cfg.temperature,
+            max_completion_length=cfg.max_completion_length, protocol=cfg.protocol, max_searches=cfg.max_searches,
+            retrieval_top_k=cfg.top_k, max_turn_tokens=cfg.max_turn_tokens, mask_retrieved=cfg.mask_retrieved, advantage_estimator=cfg.advantage_estimator,
+            drop_zero_variance=cfg.drop_zero_variance, reward_weights=cfg.reward_weights or None,
+            logging_steps=cfg.logging_steps, save_steps=cfg.save_steps, save_strategy="steps", save_total_limit=2,
+            report_to=cfg.report_to, use_cpu=on_cpu, bf16=cfg.bf16 and not on_cpu, use_vllm=cfg.use_vllm,
+            vllm_mode="colocate", vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+            gradient_checkpointing=False, disable_tqdm=False,
+        )
+
+    def train_rl(self, model, *, rewards: list[str] | None = None, steps: int | None = None, name: str = "rl"):
+        """GRPO (or the configured estimator) with search rollouts; returns the trained model.
+
+        With `two_stage: true` this runs R1-Searcher's schedule instead (see `train_two_stage`). The policy is
+        saved first so that TRL can rebuild the KL reference model from its path.
+        """
+        cfg = self.cfg
+        if cfg.two_stage and rewards is None and steps is None:
+            from searchrl.rewards import REWARD_PRESETS
+
+            stage1 = [reward for reward, _ in REWARD_PRESETS["r1_searcher_stage1"]]
+            return self.train_two_stage(model, stage1, list(cfg.rewards), cfg.stage1_steps,
+                                        cfg.rl_steps - cfg.stage1_steps)
+        from datasets import concatenate_datasets
+
+        from searchrl.trainer import SearchGRPOTrainer, prompt_dataset
+
+        start = self.save_model(model, f"{name}_start")
+        args = self.search_grpo_config(self.run_dir / "checkpoints" / name)
+        if steps is not None:
+            args.max_steps = steps
+        if rewards is not None:
+            args.reward_weights = None  # the configured weights belong to cfg.rewards
+        data = prompt_dataset(self.train_rows, self.protocol, self.tokenizer, chat=cfg.chat_prompt)
+        if cfg.balance_question_types:
+            # Equal numbers of each question type, so one type cannot dominate the batch (and its advantages).
+            groups = [data.filter(lambda t, q=q: t == q, input_columns="qtype") for q in sorted(set(data["qtype"]))]
+            size = min(len(g) for g in groups)
+            data = concatenate_datasets([g.shuffle(seed=cfg.seed).select(range(size)) for g in groups])
+        peft_config = None
+        if cfg.use_peft:
+            from peft import LoraConfig
+
+            peft_config = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, task_type="CAUSAL_LM",
+                                     target_modules="all-linear")
+        trainer = SearchGRPOTrainer(model=str(start), reward_funcs=list(rewards or cfg.rewards), args=args,
+                                    train_dataset=data, retriever=self.retriever, protocol=self.protocol,
+                                    processing_class=self.tokenizer, peft_config=peft_config,
+                                    callbacks=[history_callback(self.history)])
+        resume = None
+        if cfg.resume:
+            checkpoints = sorted(Path(args.output_dir).glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+            if checkpoints:
+                resume = str(checkpoints[-1])
+                self.history.truncate_after(int(checkpoints[-1].name.split("-")[1]))
+        trainer.train(resume_from_checkpoint=resume)
+        trained = trainer.accelerator.unwrap_model(trainer.model)
+        if cfg.use_peft:
+            trained = trained.merge_and_unload()
+        self.save_model(trained, name)
+        return trained
+
+    def train_two_stage(self, model, stage1_rewards: list[str], stage2_rewards: list[str], stage1_steps: int,
+                        stage2_steps: int):
+        """R1-Searcher's schedule in one call: stage-1 rewards (learn to retrieve), then stage 2 (learn to use
+        retrieval) starting from the stage-1 checkpoint."""
+        model = self.train_rl(model, rewards=stage1_rewards, steps=stage1_steps, name="rl_stage1")
+        return self.train_rl(model, rewards=stage2_rewards, steps=stage2_steps, name="rl_stage2")
+
+    # ---- reporting --------------------------------------------------------------------------------------------
+
+    def curves(self):
+        from searchrl.plots import training_curves
+
+        frame = self.history.to_frame()
+        fig = training_curves({self.cfg.run_name or self.run_dir.name: frame},
+                              metrics=("reward", "completions/model_tokens", "search/searches_per_sample"))
+        save_figure(fig, self.run_dir / "figures" / "training_curves.png")
+        return fig
+
+    def bars(self, table: pd.DataFrame):
+        from searchrl.plots import eval_bars
+
+        metrics = [c for c in ("EM", "F1", "F1 multi-hop", "searches/question", "format-valid rate") if c in table]
+        fig = eval_bars(table.reset_index() if "stage" not in table.columns else table, metrics=metrics)
+        save_figure(fig, self.run_dir / "figures" / "eval_bars.png")
+        return fig
+
+    def show_trajectories(self, stage: str, n: int | None = None):
+        """HTML of `n` trajectories of one stage, retrieved spans marked (for display in the notebook)."""
+        from searchrl.evaluate import render_trajectory
+
+        records = self.results[stage].records
+        n = n or self.cfg.n_trajectories_shown
+        # Prefer trajectories that searched, so the marked retrieved spans are visible.
+        chosen = records.sort_values("searches", ascending=False, kind="stable").head(n)
+        html = "".join(render_trajectory(rec, self.protocol) for rec in chosen.to_dict("records"))
+        (self.run_dir / "figures").mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "figures" / f"trajectories_{stage.replace(' ', '_')}.html").write_text(html)
+        return html
+
+    def finish(self) -> Path:
+        mark_status(self.run_dir, "completed")
+        print(f"Results in {self.run_dir}")
+        return self.run_dir

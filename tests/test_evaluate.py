@@ -1,0 +1,170 @@
+"""Evaluation: per-question scoring on scripted rollouts, summaries, the stage table and trajectory rendering."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from fakes import FakeRetriever, MiniProtocol, ScriptedGenerator
+from searchrl.data.schema import Doc, make_row
+from searchrl.evaluate import (
+    EvalResult,
+    evaluate,
+    render_trajectory,
+    render_trajectory_text,
+    stage_table,
+    trajectory_pieces,
+)
+from searchrl.protocols import get_protocol
+
+ROWS = [
+    make_row("q0", "When was Entity1 founded?", ["1901"], type="single_hop", hops=1, supporting_ids=["1"]),
+    make_row("q1", "Which city was it?", ["New Paris"], type="bridge", hops=2, supporting_ids=["4", "5"]),
+    make_row("q2", "Who knows?", ["Entity3"], type="bridge", hops=2, supporting_ids=["3"]),
+    make_row("q3", "No metadata here?", ["yes"]),
+]
+SCRIPTS = [
+    ["<search>Entity1</search>", "<answer>1901</answer>"],  # searched, exact
+    ["<answer>Paris</answer>"],  # partial: F1 = 2*1/(1+2), no cover
+    ["I think it is Entity3 but I will not say."],  # no answer tag
+    ["<search>Entity2</search>", "<search>Entity0</search>", "<answer>The yes</answer>"],  # articles normalised
+]
+
+
+def _evaluate(tokenizer, scripts=SCRIPTS, rows=ROWS, **kwargs) -> EvalResult:
+    gen = ScriptedGenerator(tokenizer, scripts)
+    kwargs = {"max_completion_tokens": 512, "progress": False, **kwargs}
+    return evaluate(None, tokenizer, MiniProtocol(), FakeRetriever(), rows, generator=gen, **kwargs)
+
+
+def test_metrics_are_computed_per_question(tokenizer):
+    df = _evaluate(tokenizer).records.set_index("id")
+    assert list(df["prediction"]) == ["1901", "Paris", "", "The yes"]
+    assert list(df["em"]) == [1.0, 0.0, 0.0, 1.0]
+    assert df.loc["q1", "f1"] == pytest.approx(2 / 3)
+    assert list(df["cem"]) == [1.0, 0.0, 0.0, 1.0]
+    assert list(df["searches"]) == [1, 0, 0, 2]
+    assert list(df["answered"]) == [True, True, False, True]
+    assert list(df["format_ok"]) == [True, True, False, True]
+    assert list(df["qtype"]) == ["single_hop", "bridge", "bridge", "unknown"]
+    assert df.loc["q0", "queries"] == ["Entity1"] and df.loc["q0", "doc_ids"][0][0] == "1"
+    # Support: q0's passage "1" came back; q1 never searched; q3 has no supporting ids to judge.
+    assert df.loc["q0", "support_retrieved"] is True and df.loc["q1", "support_retrieved"] is False
+    assert df.loc["q3", "support_retrieved"] is None
+    # Model tokens are the sampled ones only: searching adds appended (retrieved) tokens to the total alone.
+    assert df.loc["q1", "model_tokens"] == df.loc["q1", "total_tokens"]
+    assert df.loc["q0", "total_tokens"] > df.loc["q0", "model_tokens"] > 0
+    assert "<information>" in df.loc["q0", "completion"] and df.loc["q0", "completion"].endswith("</answer>")
+
+
+def test_summary_and_by_type(tokenizer):
+    result = _evaluate(tokenizer)
+    summary = result.summary()
+    assert summary["n"] == 4
+    assert summary["em"] == pytest.approx(0.5)
+    assert summary["f1"] == pytest.approx((1 + 2 / 3 + 0 + 1) / 4)
+    assert summary["searches"] == pytest.approx(0.75)
+    assert summary["format_ok"] == pytest.approx(0.75)
+    assert summary["support_retrieved"] == pytest.approx(1 / 3)  # only the three rows that name their passages
+    for key in ("em", "f1", "cem", "searches", "format_ok", "answered", "model_tokens", "n"):
+        assert key in summary
+    table = result.by_type()
+    assert list(table.index) == ["single_hop", "bridge", "unknown"]
+    assert list(table["n"]) == [1, 2, 1]
+    assert table.loc["bridge", "f1"] == pytest.approx(1 / 3)
+    assert {"em", "f1", "searches", "format_ok"} <= set(table.columns)
+
+
+def test_results_are_written_and_read_back(tokenizer, tmp_path):
+    result = _evaluate(tokenizer)
+    payload = json.loads(result.to_json(tmp_path / "eval.json").read_text())
+    assert payload["summary"]["n"] == 4 and set(payload["by_type"]) == {"single_hop", "bridge", "unknown"}
+    assert payload["config"]["protocol"] == "mini" and payload["config"]["greedy"] is True
+    lines = result.trajectories_jsonl(tmp_path / "traj.jsonl").read_text().splitlines()
+    assert len(lines) == 4
+    first = json.loads(lines[0])
+    assert first["id"] == "q0" and first["queries"] == ["Entity1"] and "<information>" in first["completion"]
+
+
+def test_stage_table_has_paper_columns(tokenizer):
+    before = _evaluate(tokenizer, scripts=[["<answer>x</answer>"]] * 4)
+    after = _evaluate(tokenizer)
+    table = stage_table({"untrained": before, "after cold start": after})
+    assert list(table.index) == ["untrained", "after cold start"]
+    assert list(table.columns) == ["EM", "F1", "searches/question", "format-valid rate", "F1 single_hop",
+                                   "F1 bridge", "F1 unknown", "F1 multi-hop"]
+    assert table.loc["untrained", "EM"] == 0.0 and table.loc["after cold start", "EM"] == pytest.approx(0.5)
+    assert table.loc["after cold start", "searches/question"] == pytest.approx(0.75)
+    assert table.loc["after cold start", "F1 multi-hop"] == pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match="non-empty dict"):
+        stage_table({})
+
+
+def test_render_marks_retrieved_spans_and_escapes_html(tokenizer):
+    protocol = MiniProtocol()
+    retriever = FakeRetriever()
+    retriever.docs[1] = Doc("1", "Entity1", "Entity1 <script>alert(1)</script> & co.")
+    gen = ScriptedGenerator(tokenizer, [["<search>Entity1 & <b>x</b></search>", "<answer>a < b</answer>"]])
+    result = evaluate(None, tokenizer, protocol, retriever, ROWS[:1], generator=gen, max_completion_tokens=512,
+                      progress=False)
+    record = result.records.iloc[0]
+    page = render_trajectory(record, protocol)
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "&amp; co." in page
+    # The observation sits inside the grey "retrieved" box; the query and the answer are marked, not boxed.
+    box_start = page.index('class="retrieved"')
+    box_end = page.index("</span>", box_start)
+    assert box_start < page.index("alert(1)") < box_end and "retrieved</small>" in page[box_start:box_end]
+    assert '<mark class="query"' in page and "Entity1 &amp; &lt;b&gt;x&lt;/b&gt;" in page
+    assert '<mark class="answer"' in page and "&lt;answer&gt;a &lt; b&lt;/answer&gt;" in page
+    assert "When was Entity1 founded?" in page  # the record's header
+    text = render_trajectory_text(record, protocol)
+    assert "[RETRIEVED]" in text and "[/RETRIEVED]" in text
+    inside = text.split("[RETRIEVED]")[1].split("[/RETRIEVED]")[0]
+    assert "<script>" in inside and all(line.startswith("░ ") for line in inside.strip("\n").splitlines())
+    assert "»<answer>a < b</answer>«" in text
+
+
+def test_render_splits_pieces_for_every_protocol():
+    pp = get_protocol("r1_searcher_pp")
+    text = ("Think <|begin_external_search|> q <|end_external_search|>" + pp.format_observation([]) +
+            "So \\boxed{\\text{A}} done")
+    kinds = [kind for kind, piece in trajectory_pieces(text, pp) if piece.strip()]  # blank framing aside
+    assert kinds == ["text", "query", "retrieved", "text", "answer", "text"]
+    assert dict(trajectory_pieces(text, pp))["answer"] == "\\boxed{\\text{A}}"
+    # An observation left open (the budget cut it) runs to the end; a string input works without a record.
+    sr1 = get_protocol("search_r1")
+    pieces = trajectory_pieces("<search>a</search><information>Doc 1 cut off", sr1)
+    assert pieces[-1] == ("retrieved", "<information>Doc 1 cut off")
+    assert "Question:" in render_trajectory("<answer>x</answer>", sr1, question="Q?")
+    with pytest.raises(TypeError, match="completion"):
+        render_trajectory({"question": "no completion"}, sr1)
+
+
+def test_bad_rows_give_clear_errors(tokenizer):
+    with pytest.raises(ValueError, match="at least one"):
+        _evaluate(tokenizer, rows=[])
+    with pytest.raises(ValueError, match="golden_answers"):
+        _evaluate(tokenizer, rows=[{"id": "x", "question": "q", "golden_answers": []}])
+    with pytest.raises(TypeError, match="question"):
+        _evaluate(tokenizer, rows=[{"id": "x", "golden_answers": ["a"]}])
+    with pytest.raises(ValueError, match="needs a model"):
+        evaluate(None, tokenizer, "search_r1", FakeRetriever(), ROWS, progress=False)
+
+
+def test_real_generation_batches_and_restores_train_mode(tiny_policy):
+    model, tokenizer = tiny_policy
+    model.train()
+    rows = [make_row(f"r{i}", f"Question number {i}?", ["x"], type="single_hop", hops=1) for i in range(3)]
+    result = evaluate(model, tokenizer, "search_r1", FakeRetriever(), rows, batch_size=2, max_completion_tokens=6,
+                      progress=False)
+    assert model.training  # put back in train mode after the greedy rollouts
+    assert len(result.records) == 3 and isinstance(result.records, pd.DataFrame)
+    assert (result.records["total_tokens"] <= 6).all() and result.config["batch_size"] == 2
+    assert result.config["protocol"] == "search_r1"
+    # Greedy decoding: the same questions give the same completions.
+    again = evaluate(model, tokenizer, "search_r1", FakeRetriever(), rows, batch_size=2, max_completion_tokens=6,
+                     progress=False)
+    assert list(again.records["completion"]) == list(result.records["completion"])

@@ -1,0 +1,36 @@
+"""Papermill smoke run of every notebook with its smoke.yaml, through the runner, checking the run folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from searchrl.run import run_notebook
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_smoke_run_leaves_a_complete_run_folder(notebook, tmp_path):
+    run_dir = run_notebook(notebook, [ROOT / "params" / notebook.stem / "smoke.yaml"], output_root=tmp_path,
+                           progress_bar=False, log_output=False)
+    assert run_dir.parent.parent == tmp_path
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["status"] == "completed"
+    assert (run_dir / f"{notebook.stem}.ipynb").exists()
+    assert (run_dir / "params.yaml").exists() and (run_dir / "provenance.json").exists()
+    history = pd.read_parquet(run_dir / "metrics.parquet")
+    assert len(history) >= 1 and "reward" in history.columns
+    evals = sorted(p.stem for p in (run_dir / "eval").glob("*.json"))
+    assert {"untrained", "after_cold_start", "after_RL"} <= set(evals)
+    for stage in ("untrained", "after_RL"):
+        summary = json.loads((run_dir / "eval" / f"{stage}.json").read_text())
+        assert "f1" in json.dumps(summary)
+    assert list((run_dir / "trajectories").glob("*.jsonl"))
+    assert (run_dir / "figures" / "training_curves.png").exists()
+    assert (run_dir / "figures" / "eval_bars.png").exists()

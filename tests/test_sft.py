@@ -1,0 +1,219 @@
+"""Cold start: templated and rejection-sampled trajectories, labels masked on prompt and retrieved tokens, training."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+
+from fakes import FakeRetriever, MiniProtocol, ScriptedGenerator
+from searchrl.data.schema import make_row
+from searchrl.data.synthetic import make_world
+from searchrl.models import tiny_test_policy
+from searchrl.protocols import get_protocol
+from searchrl.retrieval import BM25Retriever
+from searchrl.sft import (
+    IGNORE_INDEX,
+    hop_plan,
+    make_sft_trainer,
+    rejection_sampled_trajectories,
+    sft_train,
+    templated_trajectories,
+    tokenize_sft,
+)
+
+PROTOCOLS = ["search_r1", "r1_searcher", "r1_searcher_pp", "r_search"]
+TYPES = ["single_hop", "bridge", "comparison", "inference", "bridge_comparison"]
+
+
+@pytest.fixture(scope="module")
+def world():
+    return make_world(seed=3, n_entities=60, n_questions_per_type=12)
+
+
+@pytest.fixture(scope="module")
+def bm25(world):
+    return BM25Retriever(world.corpus)
+
+
+def _text(item) -> str:
+    return "".join(text for text, _ in item["segments"])
+
+
+def test_hop_plans_read_the_first_entity_out_of_the_question(world):
+    for row in world.questions("train"):
+        hops = hop_plan(row)
+        assert hops is not None, row
+        meta = row["metadata"]
+        assert [h.answer for h in hops] == meta["hop_answers"]
+        assert hops[0].subject and hops[0].subject.lower() in row["question"].lower()
+        assert "the film" not in hops[0].subject and "the book" not in hops[0].subject
+        for before, after in itertools.pairwise(hops):  # chains pass each answer on as the next subject
+            if meta["type"] in ("bridge", "inference"):
+                assert after.subject == before.answer
+    assert hop_plan(make_row("x", "A real question?", ["a"])) is None
+
+
+@pytest.mark.parametrize("protocol_name", PROTOCOLS)
+def test_templated_trajectories_are_valid_and_grounded(world, bm25, protocol_name, tokenizer):
+    protocol = get_protocol(protocol_name)
+    rows = world.questions("train")
+    items = templated_trajectories(rows, protocol, bm25, tokenizer=tokenizer, top_k=3, seed=1)
+    assert {item["qtype"] for item in items} == set(TYPES)
+    assert len(items) >= 0.8 * len(rows)
+    for item in items:
+        parsed = protocol.parse(_text(item))
+        assert parsed.format_ok, _text(item)
+        assert parsed.answer == item["golden_answers"][0]
+        assert len(parsed.queries) == item["hops"] == len(item["queries"])
+        observations = [text for text, trainable in item["segments"] if not trainable]
+        assert len(observations) == item["hops"]
+        assert all(text.strip().startswith(protocol.obs_open) for text in observations)
+        retrieved = " ".join(observations).lower()
+        assert item["golden_answers"][0].lower() in retrieved  # never an answer the documents do not give
+        # The prompt is the one evaluation builds (chat template included).
+        assert item["prompt"] == protocol.build_prompt(item["question"], tokenizer)
+
+
+def test_templated_wording_follows_the_seed(world, bm25):
+    rows = world.questions("train", "single_hop")
+    first = templated_trajectories(rows, "search_r1", bm25, seed=0)
+    again = templated_trajectories(rows, "search_r1", bm25, seed=0)
+    other = templated_trajectories(rows, "search_r1", bm25, seed=5)
+    assert [_text(i) for i in first] == [_text(i) for i in again]
+    assert [_text(i) for i in first] != [_text(i) for i in other]
+    # Wording also depends only on the row, not on which other rows come with it.
+    assert _text(templated_trajectories(rows[3:4], "search_r1", bm25, seed=0)[0]) == _text(
+        next(i for i in first if i["id"] == rows[3]["id"]))
+
+
+def test_rows_whose_answer_is_not_retrieved_are_skipped(world, bm25):
+    rows = world.questions("train", "single_hop")
+    # A retriever that knows nothing of this world: every answer is missing, so nothing may be kept.
+    with pytest.raises(ValueError, match="kept none"):
+        templated_trajectories(rows, "search_r1", FakeRetriever())
+    with pytest.raises(ValueError, match="kept none"):
+        templated_trajectories(world.questions("train", "bridge_comparison"), "search_r1", bm25, max_searches=2)
+    partial = templated_trajectories(rows + [make_row("x", "Not synthetic?", ["a"])], "search_r1", bm25)
+    assert all(item["id"] != "x" for item in partial)
+
+
+def test_labels_mask_prompt_and_observations_and_train_eos(world, bm25, tokenizer):
+    items = templated_trajectories(world.questions("train", "bridge")[:3], "search_r1", bm25, tokenizer=tokenizer,
+                                   top_k=1)
+    data = tokenize_sft(items, tokenizer, max_length=2048)
+    assert data.column_names == ["input_ids", "attention_mask", "labels"]
+    eos = tokenizer.eos_token_id
+    for item, row in zip(items, data):
+        ids, labels = row["input_ids"], row["labels"]
+        assert len(ids) == len(labels) == len(row["attention_mask"])
+        n_prompt = len(tokenizer(item["prompt"], add_special_tokens=False)["input_ids"])
+        assert all(label == IGNORE_INDEX for label in labels[:n_prompt])
+        trained = tokenizer.decode([t for t, label in zip(ids, labels) if label != IGNORE_INDEX])
+        assert trained == "".join(text for text, ok in item["segments"] if ok) + tokenizer.eos_token
+        masked = tokenizer.decode([t for t, label in zip(ids[n_prompt:], labels[n_prompt:]) if label == IGNORE_INDEX])
+        assert masked == "".join(text for text, ok in item["segments"] if not ok)
+        assert ids[-1] == eos and labels[-1] == eos  # the closing EOS is a target
+        assert all(label in (IGNORE_INDEX, t) for t, label in zip(ids, labels))
+
+
+def test_tokenize_sft_rejects_bad_items(tokenizer):
+    with pytest.raises(ValueError, match="non-empty list"):
+        tokenize_sft([], tokenizer)
+    with pytest.raises(ValueError, match="segments"):
+        tokenize_sft([{"text": "x"}], tokenizer)
+    with pytest.raises(ValueError, match="differ in length"):
+        tokenize_sft([{"prompt_ids": [1], "completion_ids": [5, 6], "env_mask": [1]}], tokenizer)
+    with pytest.raises(ValueError, match="raise max_length"):
+        tokenize_sft([{"prompt": "a " * 50, "segments": [("b", True)]}], tokenizer, max_length=10)
+
+
+def test_rejection_sampling_keeps_correct_valid_trajectories(tokenizer):
+    protocol = MiniProtocol()
+    rows = [make_row("a", "When was Entity1 founded?", ["1901"], type="single_hop", hops=1),
+            make_row("b", "When was Entity2 founded?", ["1902"], type="single_hop", hops=1)]
+    scripts = [
+        ["<search>Entity1</search>", "<answer>1901</answer>"],  # a: correct, searched -> kept
+        ["<answer>1999</answer>"],  # a: wrong
+        ["<search>Entity1</search>", "<answer>1901</answer>"],  # a: duplicate of the first -> dropped
+        ["<answer>1902</answer>"],  # b: correct without a search -> kept
+        ["1902 is my guess"],  # b: right words, no answer tag (invalid format)
+        ["<answer>in 1902 probably</answer>"],  # b: covers the answer -> kept
+    ]
+    gen = ScriptedGenerator(tokenizer, scripts)
+    docs = FakeRetriever().docs
+    items = rejection_sampled_trajectories(None, tokenizer, protocol, FakeRetriever(), rows, samples_per_question=3,
+                                           batch_size=6, generator=gen, max_completion_tokens=512, progress=False)
+    assert [(i["id"], i["completion"]) for i in items] == [
+        ("a", scripts[0][0] + protocol.format_observation([docs[1], docs[0], docs[2]])
+         + scripts[0][1]),
+        ("b", "<answer>1902</answer>"),
+        ("b", "<answer>in 1902 probably</answer>"),
+    ]
+    # The engine's mask becomes the labels: the retrieved tokens of item 0 are not trained.
+    data = tokenize_sft(items, tokenizer)
+    first = items[0]
+    labels = data[0]["labels"][len(first["prompt_ids"]):]
+    assert [label == IGNORE_INDEX for label in labels[: len(first["env_mask"])]] == [m == 0 for m in first["env_mask"]]
+    assert 0 in first["env_mask"] and labels[-1] == tokenizer.eos_token_id
+    searched_only = rejection_sampled_trajectories(None, tokenizer, protocol, FakeRetriever(), rows,
+                                                   samples_per_question=3, batch_size=6, require_search=True,
+                                                   generator=ScriptedGenerator(tokenizer, scripts),
+                                                   max_completion_tokens=512, progress=False)
+    assert [i["id"] for i in searched_only] == ["a"]
+
+
+def _short_items(tokenizer, n=4):
+    """Small items (fake two-line documents) so that training steps take a fraction of a second."""
+    protocol = MiniProtocol()
+    obs = protocol.format_observation(FakeRetriever().docs[:2])
+    return [{"prompt": protocol.build_prompt("When was Entity1 founded?", tokenizer),
+             "segments": [("<search>Entity1</search>", True), (obs, False), ("<answer>1901</answer>", True)]}] * n
+
+
+def test_sft_train_lowers_the_loss_and_restores_mode(tokenizer, tmp_path):
+    model, _ = tiny_test_policy(seed=1)  # a private copy: training changes the weights
+    model.eval()
+    out = sft_train(model, tokenizer, _short_items(tokenizer), output_dir=tmp_path, max_steps=3, batch_size=4,
+                    learning_rate=1e-2, logging_steps=1)
+    losses = [entry["loss"] for entry in out["history"] if "loss" in entry]
+    assert len(losses) == 3 and all(math.isfinite(x) for x in losses)
+    assert losses[-1] < losses[0]  # the same batch every step: the loss must fall
+    assert out["steps"] == 3 and out["examples"] == 4 and out["trained_tokens"] > 0
+    assert not model.training
+
+
+def test_no_gradient_reaches_the_logits_of_retrieved_tokens(tokenizer, tmp_path):
+    model, _ = tiny_test_policy(seed=2)
+    model.train()
+    trainer = make_sft_trainer(model, tokenizer, _short_items(tokenizer, n=2), output_dir=tmp_path, max_steps=1,
+                               batch_size=2)
+    batch = trainer.data_collator([trainer.train_dataset[i] for i in range(2)])
+    labels = batch["labels"][0]
+    captured = {}
+
+    def keep_hidden(module, inputs, output):  # the last hidden states: logits[t] = lm_head(hidden[t])
+        output.retain_grad()
+        captured["hidden"] = output
+
+    hook = model.model.norm.register_forward_hook(keep_hidden)
+    try:
+        loss = trainer.compute_loss(model, dict(batch))  # TRL's own loss path
+        loss.backward()
+    finally:
+        hook.remove()
+    grad = captured["hidden"].grad[0].abs().sum(-1)
+    # Where the observation sits, found from the item's own pieces (not from the labels under test).
+    item = _short_items(tokenizer, n=1)[0]
+    n_prompt, n_search, n_obs, n_answer = (len(tokenizer(t, add_special_tokens=False)["input_ids"])
+                                           for t in [item["prompt"], *(text for text, _ in item["segments"])])
+    obs_start = n_prompt + n_search
+    assert len(labels) == obs_start + n_obs + n_answer + 1  # + EOS
+    # Position t predicts token t+1: the positions predicting retrieved tokens get no gradient at all ...
+    assert torch.all(grad[obs_start - 1: obs_start + n_obs - 1] == 0)
+    assert torch.all(grad[: n_prompt - 1] == 0)  # nor those predicting the prompt
+    # ... while every position predicting a token the model writes (query, answer, EOS) does.
+    written = list(range(n_prompt - 1, obs_start - 1)) + list(range(obs_start + n_obs - 1, len(labels) - 1))
+    assert torch.all(grad[written] > 0)
