@@ -97,8 +97,9 @@ def main() -> None:
 
         path = save_policy(model, tok, tempfile.mkdtemp()) if args.tiny else policy_path(args.policy)
         data = prompt_dataset(world.splits["train"][:64], protocol, tok)
-        common = dict(per_device_train_batch_size=8, num_generations=4, max_steps=args.train_steps, use_cpu=True,
-                      bf16=False, report_to="none", save_strategy="no", logging_steps=1, beta=0.0)
+        common = {"per_device_train_batch_size": 8, "num_generations": 4, "max_steps": args.train_steps,
+                  "use_cpu": True, "bf16": False, "report_to": "none", "save_strategy": "no", "logging_steps": 1,
+                  "beta": 0.0}
 
         def length_reward(completions, **kwargs):
             return [float(len(c) % 7) for c in completions]

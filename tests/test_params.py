@@ -24,7 +24,7 @@ def test_params_file_validates_and_names_its_command(path):
     first = path.read_text().splitlines()[0]
     assert first.startswith("#") and "searchrl.run" in first and f"notebooks/{path.parent.name}.ipynb" in first
     assert f"-f params/{path.parent.name}/{path.name}" in first
-    values, notebook = load_params_file(path)
+    _, notebook = load_params_file(path)
     assert notebook in (None, path.parent.name)
     RunConfig.from_params(None, path)
     plan = plan_run(ROOT / "notebooks" / f"{path.parent.name}.ipynb", [path])

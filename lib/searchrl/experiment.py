@@ -150,6 +150,9 @@ class Experiment:
         cfg = self.cfg
         if cfg.sft_examples <= 0:
             return model
+        done = self.run_dir / "checkpoints" / "cold_start"
+        if cfg.resume and (done / "config.json").exists():
+            return self.load_model(str(done))  # a resumed run keeps the cold start it already paid for
         rows = balanced_take(self.train_rows if cfg.dataset != "synthetic" else self.world.splits["train"],
                              cfg.sft_examples * 2, cfg.sft_question_types or None, cfg.seed + 2)
         items = templated_trajectories(rows, self.protocol, self.retriever, tokenizer=self.tokenizer,

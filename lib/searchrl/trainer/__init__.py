@@ -16,7 +16,8 @@ _EXPORTS = {
     "SearchGRPOTrainer": "searchrl.trainer.search_grpo",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = ["ADVANTAGE_ESTIMATORS", "SearchGRPOConfig", "SearchGRPOTrainer", "prompt_dataset",
+           "reinforce_pp_advantages", "rloo_advantages"]
 
 
 def __getattr__(name: str):
