@@ -243,7 +243,8 @@ def _versions() -> dict[str, str | None]:
 
 
 def now_iso() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds")
+    # Microseconds: runs started within the same second still sort in the order they started.
+    return _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="microseconds")
 
 
 def write_provenance(
@@ -441,7 +442,7 @@ def list_runs(root: str | Path = "outputs", notebook: str | None = None) -> pd.D
     """One row per run folder under ``root`` (optionally one notebook's): id, status, commit and key parameters.
 
     Columns: notebook, run_id, status, started, commit, dirty, the parameters in ``_SUMMARY_PARAMS``, ``changed``
-    (every non-default parameter as ``name=value``) and path. Sorted by run id, i.e. by start time.
+    (every non-default parameter as ``name=value``) and path. Sorted by start time.
     """
     root = resolve_output_root(root)
     if not root.is_dir():
@@ -472,7 +473,8 @@ def list_runs(root: str | Path = "outputs", notebook: str | None = None) -> pd.D
                     "path": str(run_dir),
                 }
             )
-    rows.sort(key=lambda row: row["run_id"])  # ids start with the start time
+    # Ids start with the start second; the recorded start time orders runs begun within the same second.
+    rows.sort(key=lambda row: (row["run_id"][:15], str(row["started"] or ""), row["run_id"]))
     return pd.DataFrame(rows, columns=columns)
 
 
