@@ -32,6 +32,8 @@ def main() -> None:
     ap.add_argument("--tiny", action="store_true", help="use a random tiny model (fast check of the script)")
     ap.add_argument("--protocol", default="search_r1")
     ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--top-k", type=int, default=2, help="documents per search (the CPU demo uses 2)")
+    ap.add_argument("--passage-words", type=int, default=40, help="synthetic passage length (the CPU demo uses 40)")
     ap.add_argument("--max-completion", type=int, default=256)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--train-steps", type=int, default=3, help="0 skips the trainer comparison")
@@ -50,13 +52,13 @@ def main() -> None:
     model, tok = tiny_test_policy(0) if args.tiny else load_policy(args.policy, device="cpu")
     model.eval()
     protocol = get_protocol(args.protocol)
-    world = make_world(seed=0)
+    world = make_world(seed=0, n_entities=200, words_per_passage=args.passage_words)
     retriever = BM25Retriever(world.corpus, show_progress=False)
     rows = world.splits["test"][: args.batch]
     prompts = [tok(protocol.build_prompt(r["question"], tok), add_special_tokens=False)["input_ids"] for r in rows]
 
     engine = SearchRollout(protocol, retriever, tok, HFTurnGenerator(model, tok, protocol.stop_strings),
-                           RolloutConfig(max_completion_tokens=args.max_completion))
+                           RolloutConfig(max_completion_tokens=args.max_completion, top_k=args.top_k))
     search_times, sampled, searches = [], 0, 0
     for _ in range(args.repeats):
         t0 = time.perf_counter()
@@ -83,6 +85,7 @@ def main() -> None:
     plain_tps = per_seq * len(prompts) / min(plain_times)
     result = {
         "model": "tiny" if args.tiny else args.policy, "batch": len(prompts), "protocol": args.protocol,
+        "top_k": args.top_k, "passage_words": args.passage_words,
         "sampled_tokens": sampled, "searches": searches, "search_rollout_s": min(search_times),
         "plain_generate_s": min(plain_times), "search_tokens_per_s": search_tps, "plain_tokens_per_s": plain_tps,
         "rollout_ratio": search_tps / plain_tps,
@@ -105,7 +108,7 @@ def main() -> None:
             return [float(len(c) % 7) for c in completions]
 
         search_args = SearchGRPOConfig(output_dir=tempfile.mkdtemp(), max_completion_length=args.max_completion,
-                                       **common)
+                                       retrieval_top_k=args.top_k, **common)
         trainer = SearchGRPOTrainer(model=str(path), reward_funcs=[length_reward], args=search_args,
                                     train_dataset=data, retriever=retriever, processing_class=tok)
         trainer.train()
