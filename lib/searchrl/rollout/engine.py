@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from tqdm.auto import tqdm
 
 from searchrl.protocols.base import SearchProtocol
-from searchrl.rollout.generators import TurnGenerator
+from searchrl.rollout.generators import TurnGenerator, first_stop_end
 
 
 @dataclass
@@ -154,8 +154,8 @@ class SearchRollout:
 
 def _through_first_stop(text: str, stop_strings: list[str]) -> str:
     """The segment up to and including its first stop string (a token can run a few characters past a tag)."""
-    ends = [text.find(s) + len(s) for s in stop_strings if s in text]
-    return text[: min(ends)] if ends else text
+    end = first_stop_end(text, stop_strings)
+    return text if end is None else text[:end]
 
 
 def summarize(trajs: list[Trajectory]) -> dict[str, float]:

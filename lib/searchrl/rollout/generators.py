@@ -30,7 +30,7 @@ class TurnGenerator(Protocol):
         ...
 
 
-def _first_stop_end(text: str, stop_strings: list[str]) -> int | None:
+def first_stop_end(text: str, stop_strings: list[str]) -> int | None:
     """End offset of the earliest stop string in text, or None."""
     ends = [text.find(s) + len(s) for s in stop_strings if s in text]
     return min(ends) if ends else None
@@ -48,11 +48,11 @@ def cut_turn(token_ids: list[int], tokenizer, stop_strings: list[str], eos_ids: 
     body = ids if first_eos is None else ids[:first_eos]
     # Find the shortest prefix whose text holds a stop string: the token that completes the tag ends the turn.
     text = tokenizer.decode(body, skip_special_tokens=False)
-    if _first_stop_end(text, stop_strings) is not None:
+    if first_stop_end(text, stop_strings) is not None:
         lo, hi = 1, len(body)
         while lo < hi:  # binary search on prefix length; decoding is monotone in containing the tag
             mid = (lo + hi) // 2
-            if _first_stop_end(tokenizer.decode(body[:mid], skip_special_tokens=False), stop_strings) is None:
+            if first_stop_end(tokenizer.decode(body[:mid], skip_special_tokens=False), stop_strings) is None:
                 lo = mid + 1
             else:
                 hi = mid
@@ -139,7 +139,7 @@ class VLLMTurnGenerator:
             text = self.tokenizer.decode(ids, skip_special_tokens=False)
             if ids and ids[-1] in self.eos_ids:
                 finish = "eos"
-            elif _first_stop_end(text, self.stop_strings) is not None:
+            elif first_stop_end(text, self.stop_strings) is not None:
                 finish = "stop"
             else:
                 finish = "length"
