@@ -168,7 +168,11 @@ class RunConfig:
     loss_type: str = "dapo"
     """TRL loss aggregation: grpo, dr_grpo, dapo, bnpo, cispo, sapo, luspo or vespo."""
     advantage_estimator: str = "grpo"
-    """Advantage estimator from the trainer's registry (e.g. grpo, rloo, reinforce_pp)."""
+    """Advantage estimator from the trainer's registry (grpo, rloo, reinforce_pp, or ppo with a learned critic)."""
+    reward_kl_coef: float = 0.0
+    """reinforce_pp and ppo: KL penalty against the starting policy, folded into the per-token reward."""
+    value_lr: float = 1e-5
+    """ppo: learning rate of the critic (Search-R1 uses 1e-5); GAE uses lambda = gamma = 1 as in Search-R1."""
     rewards: list[str] = field(default_factory=lambda: ["em"])
     """Reward functions from the reward registry, summed with reward_weights."""
     reward_weights: list[float] = field(default_factory=list)
@@ -378,9 +382,9 @@ _MINIMUMS: dict[str, float] = {
     "max_searches": 0, "max_turn_tokens": 0, "max_completion_length": 1, "temperature": 0.0, "sft_examples": 0,
     "rl_steps": 0, "num_generations": 2, "prompts_per_step": 1, "gradient_accumulation_steps": 1, "beta": 0.0,
     "logging_steps": 1, "save_steps": 1, "stage1_steps": 0, "eval_batch_size": 1, "n_trajectories_shown": 0,
-    "world_seed": 0, "world_passage_words": 20, "torch_threads": 0,
+    "world_seed": 0, "world_passage_words": 20, "torch_threads": 0, "reward_kl_coef": 0.0,
 }  # fmt: skip
-_POSITIVE = ("learning_rate", "sft_learning_rate", "sft_epochs", "vllm_gpu_memory_utilization")
+_POSITIVE = ("learning_rate", "sft_learning_rate", "sft_epochs", "vllm_gpu_memory_utilization", "value_lr")
 
 
 def _semantic_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:

@@ -9,6 +9,7 @@ import importlib
 
 _EXPORTS = {
     "ADVANTAGE_ESTIMATORS": "searchrl.trainer.advantages",
+    "gae_advantages": "searchrl.trainer.advantages",
     "reinforce_pp_advantages": "searchrl.trainer.advantages",
     "rloo_advantages": "searchrl.trainer.advantages",
     "prompt_dataset": "searchrl.trainer.data",
@@ -16,7 +17,7 @@ _EXPORTS = {
     "SearchGRPOTrainer": "searchrl.trainer.search_grpo",
 }
 
-__all__ = ["ADVANTAGE_ESTIMATORS", "SearchGRPOConfig", "SearchGRPOTrainer", "prompt_dataset",
+__all__ = ["ADVANTAGE_ESTIMATORS", "SearchGRPOConfig", "SearchGRPOTrainer", "gae_advantages", "prompt_dataset",
            "reinforce_pp_advantages", "rloo_advantages"]
 
 

@@ -1,14 +1,14 @@
 """Advantage estimators beyond TRL's GRPO, as pure tensor functions (tested on their own).
 
 TRL computes GRPO advantages inside `_generate_and_score_completions`; the trainer replaces them with these when
-another estimator is selected.
+another estimator is selected. `ppo` also needs a learned critic: see `searchrl.trainer.value`.
 """
 
 from __future__ import annotations
 
 import torch
 
-ADVANTAGE_ESTIMATORS = ("grpo", "rloo", "reinforce_pp")
+ADVANTAGE_ESTIMATORS = ("grpo", "rloo", "reinforce_pp", "ppo")
 
 
 def rloo_advantages(rewards: torch.Tensor, num_generations: int) -> torch.Tensor:
@@ -34,19 +34,67 @@ def reinforce_pp_advantages(
     rewards: (B,), mask: (B, T) 1 on tokens that train, kl: (B, T) per-token KL estimate or None.
     `global_sum(tensor) -> tensor` sums a statistic over processes (identity on one process).
     """
-    global_sum = global_sum or (lambda t: t)
     mask = mask.float()
+    token_rewards = _token_rewards(rewards, mask, kl, kl_coef)
+    returns = token_rewards.flip(1).cumsum(1).flip(1) * mask
+    return _whiten(returns, mask, global_sum)
+
+
+def gae_advantages(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    mask: torch.Tensor,
+    kl: torch.Tensor | None = None,
+    kl_coef: float = 0.0,
+    gamma: float = 1.0,
+    lam: float = 1.0,
+    *,
+    global_sum=None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """PPO's generalized advantage estimation over the trained tokens; returns (advantages, returns), both (B, T).
+
+    The token rewards are those of REINFORCE++ (outcome at the last trained token, `-kl_coef * kl` at each trained
+    token). The trained tokens (mask 1) are the agent's steps; retrieved tokens (mask 0) are the environment's reply,
+    so GAE bridges over them: delta_k = r_k + gamma * V(next trained token) - V_k, and neither the value nor the
+    discount of a masked position enters. `returns` (GAE + V, the critic's regression target) are not whitened;
+    the advantages are, over the trained tokens of the global batch. Search-R1 uses gamma = lam = 1.
+
+    values: (B, T) the critic's V at each position (any value, even NaN, where mask is 0).
+    """
+    mask = mask.float()
+    trained = mask.bool()
+    values = values.detach().float()
+    token_rewards = _token_rewards(rewards, mask, kl, kl_coef)
+    raw = torch.zeros_like(mask)
+    next_value = mask.new_zeros(mask.size(0))  # V of the next trained token; 0 after the last (terminal)
+    running = mask.new_zeros(mask.size(0))  # GAE of the next trained token
+    for t in reversed(range(mask.size(1))):
+        gae = token_rewards[:, t] + gamma * next_value - values[:, t] + gamma * lam * running
+        # At a masked position both carries pass through unchanged: that is what skips the retrieved span.
+        running = torch.where(trained[:, t], gae, running)
+        next_value = torch.where(trained[:, t], values[:, t], next_value)
+        raw[:, t] = torch.where(trained[:, t], gae, 0.0)
+    returns = torch.where(trained, raw + values, 0.0)
+    return _whiten(raw, mask, global_sum), returns
+
+
+def _token_rewards(rewards: torch.Tensor, mask: torch.Tensor, kl: torch.Tensor | None, kl_coef: float) -> torch.Tensor:
+    """(B, T) per-token rewards: `-kl_coef * kl` on trained tokens, plus the outcome on the last trained token."""
     token_rewards = torch.zeros_like(mask)
     if kl is not None and kl_coef:
         token_rewards = token_rewards - kl_coef * kl * mask
-    lengths = mask.sum(dim=1)
     # Index of the last trained token of each row (rows with none keep the reward nowhere).
     last = (mask * torch.arange(mask.size(1), device=mask.device)).argmax(dim=1)
-    has_tokens = lengths > 0
+    has_tokens = mask.sum(dim=1) > 0
     token_rewards[has_tokens, last[has_tokens]] += rewards[has_tokens].to(token_rewards.dtype)
-    returns = token_rewards.flip(1).cumsum(1).flip(1) * mask
+    return token_rewards
+
+
+def _whiten(x: torch.Tensor, mask: torch.Tensor, global_sum=None) -> torch.Tensor:
+    """(x - mean) / std over the masked entries of the global batch (three `global_sum` calls); 0 where masked."""
+    global_sum = global_sum or (lambda t: t)
     count = global_sum(mask.sum()).clamp(min=1.0)
-    mean = global_sum(returns.sum()) / count
+    mean = global_sum((x * mask).sum()) / count
     # Two passes (mean, then squared deviations) keep the variance exact where sum-of-squares would cancel.
-    var = global_sum((((returns - mean) * mask) ** 2).sum()) / count
-    return (returns - mean) / (var.sqrt() + 1e-8) * mask
+    var = global_sum((((x - mean) * mask) ** 2).sum()) / count
+    return (x - mean) / (var.sqrt() + 1e-8) * mask

@@ -3,21 +3,25 @@
 What TRL already does, it keeps doing: generation plumbing for vLLM, loss types, KL, PEFT, logging. The rollout
 goes through TRL's `rollout_func`, whose `env_mask` TRL turns into `tool_mask` and removes from the policy loss,
 the KL term, the token count and the vLLM importance ratio. Only the advantage estimators that TRL cannot express
-override a method (see `_generate_and_score_completions`). Tested against trl 1.16 (pinned in pyproject.toml).
+override a method (see `_generate_and_score_completions`); `ppo` adds a critic (`searchrl.trainer.value`) that
+is trained there and saved with each checkpoint. Tested against trl 1.16 (pinned in pyproject.toml).
 """
 
 from __future__ import annotations
 
 import copy
 import os
+import warnings
 from dataclasses import dataclass, field
 
 import torch
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOConfig, GRPOTrainer
 
 from searchrl.protocols.base import SearchProtocol
 from searchrl.rollout import HFTurnGenerator, RolloutConfig, SearchRollout, VLLMTurnGenerator, summarize
-from searchrl.trainer.advantages import ADVANTAGE_ESTIMATORS, reinforce_pp_advantages, rloo_advantages
+from searchrl.trainer.advantages import ADVANTAGE_ESTIMATORS, gae_advantages, reinforce_pp_advantages, rloo_advantages
+from searchrl.trainer.value import Critic, critic_from_policy, explained_variance, masked_mean
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is the documented way to do this in 1.16
 
@@ -34,7 +38,20 @@ class SearchGRPOConfig(GRPOConfig):
     max_query_chars: int = field(default=300, metadata={"help": "Longer queries get a refusal observation."})
     mask_retrieved: bool = field(default=True, metadata={"help": "Exclude retrieved tokens from loss and KL."})
     advantage_estimator: str = field(default="grpo", metadata={"help": f"One of {ADVANTAGE_ESTIMATORS}."})
-    reward_kl_coef: float = field(default=0.0, metadata={"help": "reinforce_pp: KL penalty folded into the reward."})
+    reward_kl_coef: float = field(
+        default=0.0, metadata={"help": "reinforce_pp, ppo: KL penalty folded into the reward."}
+    )
+    # ---- ppo only: the critic (a copy of the policy's body with a value head) and GAE ----
+    value_lr: float = field(default=1e-5, metadata={"help": "ppo: critic learning rate (Search-R1: 1e-5)."})
+    value_clip: float = field(
+        default=0.5, metadata={"help": "ppo: clip range of the value loss around the rollout-time values (0: none)."}
+    )
+    critic_epochs: int = field(default=1, metadata={"help": "ppo: critic passes over each generation batch."})
+    critic_mini_batch_size: int = field(
+        default=0, metadata={"help": "ppo: sequences per critic optimizer step (0: the whole local batch)."}
+    )
+    gae_gamma: float = field(default=1.0, metadata={"help": "ppo: GAE discount per trained token (Search-R1: 1)."})
+    gae_lambda: float = field(default=1.0, metadata={"help": "ppo: GAE lambda (Search-R1: 1)."})
     drop_zero_variance: bool = field(
         default=False, metadata={"help": "Remove groups whose rewards are all equal from the loss (DAPO)."}
     )
@@ -46,6 +63,10 @@ class SearchGRPOConfig(GRPOConfig):
                              f"{self.advantage_estimator!r}")
         if self.max_searches < 0 or self.retrieval_top_k < 1:
             raise ValueError("max_searches must be >= 0 and retrieval_top_k >= 1")
+        if not (0 < self.gae_gamma <= 1 and 0 <= self.gae_lambda <= 1):
+            raise ValueError("gae_gamma must be in (0, 1] and gae_lambda in [0, 1]")
+        if self.value_lr <= 0 or self.critic_epochs < 1 or self.critic_mini_batch_size < 0:
+            raise ValueError("value_lr must be > 0, critic_epochs >= 1 and critic_mini_batch_size >= 0")
 
 
 class SearchGRPOTrainer(GRPOTrainer):
@@ -72,6 +93,13 @@ class SearchGRPOTrainer(GRPOTrainer):
         self._engine: SearchRollout | None = None
         self._reward_ref_model = None
         self._last_rewards_per_func: torch.Tensor | None = None
+        self.critic: Critic | None = None
+        if args.advantage_estimator == "ppo":
+            self.critic = Critic(critic_from_policy(self.accelerator.unwrap_model(self.model)), self.accelerator,
+                                 lr=args.value_lr, clip=args.value_clip, epochs=args.critic_epochs,
+                                 mini_batch_size=args.critic_mini_batch_size,
+                                 micro_batch_size=args.per_device_train_batch_size,
+                                 max_grad_norm=args.max_grad_norm, seed=args.seed)
 
     def _resolve_reward(self, reward):
         if isinstance(reward, str):
@@ -148,9 +176,9 @@ class SearchGRPOTrainer(GRPOTrainer):
         return rewards_per_func
 
     def _generate_and_score_completions(self, inputs):
-        # Override: TRL 1.16 computes only GRPO-style advantages here; RLOO and REINFORCE++ (per-token, KL in the
-        # reward, whitened over the global batch) and DAPO's removal of zero-variance groups need the rewards and
-        # masks after TRL has built them.
+        # Override: TRL 1.16 computes only GRPO-style advantages here; RLOO, REINFORCE++ (per-token, KL in the
+        # reward, whitened over the global batch), PPO (GAE from a critic, which also trains here on the same batch)
+        # and DAPO's removal of zero-variance groups need the rewards and masks after TRL has built them.
         output = super()._generate_and_score_completions(inputs)
         estimator = self.args.advantage_estimator
         if estimator == "grpo" and not self.args.drop_zero_variance:
@@ -167,6 +195,8 @@ class SearchGRPOTrainer(GRPOTrainer):
             kl = self._reward_kl(output) if self.args.reward_kl_coef else None
             output["advantages"] = reinforce_pp_advantages(rewards[local], mask, kl, self.args.reward_kl_coef,
                                                            global_sum=self._global_sum)
+        elif estimator == "ppo":
+            output["advantages"] = self._ppo_advantages(output, rewards[local], mask, mode)
         if self.args.drop_zero_variance:
             grouped = rewards.view(-1, num_generations)
             keep = (grouped.max(dim=1).values != grouped.min(dim=1).values).repeat_interleave(num_generations)[local]
@@ -175,6 +205,48 @@ class SearchGRPOTrainer(GRPOTrainer):
             output["num_items_in_batch"] = self.accelerator.gather(new_mask.sum()).sum()
             self._metrics[mode]["search/kept_group_frac"].append(keep.float().mean().item())
         return output
+
+    def _ppo_advantages(self, output, rewards: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
+        """(B, T) GAE advantages from the critic's values; in training, then one critic regression on this batch
+        towards the GAE returns, over the same trained (non-retrieved) tokens as the policy loss."""
+        ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+        attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+        keep = output["completion_ids"].size(1)
+        values = self.critic.predict(ids, attention, keep)
+        kl = self._reward_kl(output) if self.args.reward_kl_coef else None
+        advantages, returns = gae_advantages(rewards, values, mask, kl, self.args.reward_kl_coef, self.args.gae_gamma,
+                                             self.args.gae_lambda, global_sum=self._global_sum)
+        metrics = self._metrics[mode]
+        metrics["search/value_mean"].append(masked_mean(values, mask, self._global_sum).item())
+        metrics["search/explained_variance"].append(explained_variance(values, returns, mask, self._global_sum))
+        if mode == "train":
+            loss = self.critic.fit(ids, attention, keep, values, returns, mask)
+            metrics["search/value_loss"].append(
+                (self._global_sum(torch.tensor(loss, device=ids.device)) / self.accelerator.num_processes).item())
+        return advantages
+
+    # ---- checkpoints: the critic is not part of self.model, so the Trainer would neither save nor restore it ----
+
+    def _save_checkpoint(self, model, trial):
+        # Override (TRL 1.16 uses this hook for its own extra state): write checkpoint-N/critic/ before super(), so
+        # the checkpoint is complete once super() writes trainer_state.json, and rotation and hub pushes include it.
+        if self.critic is not None and self.args.should_save:
+            folder = os.path.join(self._get_output_dir(trial=trial),
+                                  f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}", "critic")
+            self.critic.save(folder, optimizer=not self.args.save_only_model)
+        super()._save_checkpoint(model, trial)
+
+    def _load_optimizer_and_scheduler(self, checkpoint):
+        # Override: the one resume hook that every setup (single process, DDP, DeepSpeed, FSDP) calls with the
+        # checkpoint folder, after the optimizer exists; the critic's weights and optimizer come back here.
+        super()._load_optimizer_and_scheduler(checkpoint)
+        if self.critic is None or checkpoint is None:
+            return
+        folder = os.path.join(checkpoint, "critic")
+        if os.path.isdir(folder):
+            self.critic.load(folder)
+        else:
+            warnings.warn(f"{checkpoint} has no critic/: the ppo critic restarts from the policy's weights")
 
     def _global_sum(self, value: torch.Tensor) -> torch.Tensor:
         return self.accelerator.gather(value.reshape(1)).sum()

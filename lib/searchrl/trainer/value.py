@@ -1,0 +1,162 @@
+"""The critic of the `ppo` estimator: a separate copy of the policy's transformer body with a scalar value head,
+trained by its own AdamW on the clipped value loss (the Search-R1 / veRL design: the value LLM starts from the
+policy's weights and learns at its own rate).
+
+The loss and statistics are pure functions; `Critic` holds the model and optimizer, predicts values, fits them,
+and saves and loads both with the trainer's checkpoints.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+
+import torch
+from safetensors.torch import load_model, save_model
+from torch import nn
+
+WEIGHTS_NAME = "model.safetensors"
+OPTIMIZER_NAME = "optimizer.pt"
+
+
+class ValueModel(nn.Module):
+    """V for each completion position: a linear head on the last hidden state of a causal LM's transformer body."""
+
+    def __init__(self, body: nn.Module, hidden_size: int, init_std: float = 0.02):
+        super().__init__()
+        self.body = body
+        self.head = nn.Linear(hidden_size, 1)
+        nn.init.normal_(self.head.weight, std=init_std)
+        nn.init.zeros_(self.head.bias)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int) -> torch.Tensor:
+        hidden = self.body(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
+        # V(s_t) for completion token t is read where t is predicted, at the position before it: the same alignment
+        # as the token's log-probability, so the state excludes the action it values.
+        hidden = hidden[:, -logits_to_keep - 1: -1]
+        return self.head(hidden).squeeze(-1).float()
+
+
+def critic_from_policy(policy: nn.Module) -> ValueModel:
+    """A float32 ValueModel on a deep copy of the policy's body (LoRA adapters merged in, LM head left out)."""
+    if hasattr(policy, "merge_and_unload"):  # PEFT: the critic is a plain full model, trained in full
+        policy = copy.deepcopy(policy).merge_and_unload()
+        body = policy.base_model
+    else:
+        body = copy.deepcopy(policy.base_model)  # the body alone: the LM head is not needed
+    config = policy.config
+    model = ValueModel(body, config.hidden_size, getattr(config, "initializer_range", 0.02))
+    # float32 weights for the regression; forwards run under the trainer's autocast.
+    return model.float().requires_grad_(True)
+
+
+def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor,
+               clip: float, num_tokens: float | torch.Tensor | None = None) -> torch.Tensor:
+    """PPO's clipped value loss, 0.5 * max((V - R)^2, (V_clip - R)^2) with V_clip = V_old + clamp(V - V_old, +-clip),
+    summed over mask-1 tokens and divided by `num_tokens` (default: their number). `clip <= 0`: no clipping.
+    Masked tokens (retrieved text, padding) contribute exactly nothing, to the loss or to its gradient."""
+    mask = mask.to(values.dtype)
+    loss = (values - returns) ** 2
+    if clip > 0:
+        clipped = old_values + (values - old_values).clamp(-clip, clip)
+        loss = torch.maximum(loss, (clipped - returns) ** 2)
+    count = mask.sum().clamp(min=1.0) if num_tokens is None else num_tokens
+    return 0.5 * (loss * mask).sum() / count
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor, global_sum=None) -> torch.Tensor:
+    global_sum = global_sum or (lambda t: t)
+    mask = mask.float()
+    return global_sum((x.float() * mask).sum()) / global_sum(mask.sum()).clamp(min=1.0)
+
+
+def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor, global_sum=None) -> float:
+    """1 - Var(R - V) / Var(R) over the masked tokens of the global batch: 1 is a perfect critic, 0 one no better
+    than the mean return, negative a harmful one (NaN if the returns do not vary)."""
+    mask = mask.float()
+    residual = returns.float() - values.float()
+    var = {}
+    for name, x in (("residual", residual), ("returns", returns.float())):
+        mean = masked_mean(x, mask, global_sum)
+        var[name] = masked_mean((x - mean) ** 2, mask, global_sum)
+    if var["returns"] <= 0:
+        return float("nan")
+    return (1.0 - var["residual"] / var["returns"]).item()
+
+
+class Critic:
+    """The value model with its optimizer.
+
+    `fit` takes `epochs` passes over the batch in shuffled mini-batches of `mini_batch_size` sequences (0: the
+    whole batch), one optimizer step each, forwarding `micro_batch_size` sequences at a time to bound memory.
+    With several processes every rank holds a full replica and gradients are averaged before each step (DeepSpeed
+    or FSDP sharding of the critic is not supported).
+    """
+
+    def __init__(self, model: ValueModel, accelerator, *, lr: float, clip: float, epochs: int = 1,
+                 mini_batch_size: int = 0, micro_batch_size: int = 0, max_grad_norm: float = 1.0, seed: int = 0):
+        self.model = model.to(accelerator.device)
+        self.accelerator = accelerator
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=lr, weight_decay=0.0)
+        self.clip, self.epochs, self.max_grad_norm = clip, epochs, max_grad_norm
+        self.mini_batch_size, self.micro_batch_size = mini_batch_size, micro_batch_size
+        # Own generator: shuffling mini-batches must not shift the random stream the policy samples from.
+        self.generator = torch.Generator().manual_seed(seed)
+
+    @torch.no_grad()
+    def predict(self, input_ids, attention_mask, logits_to_keep) -> torch.Tensor:
+        self.model.eval()
+        chunk = self.micro_batch_size or input_ids.size(0)
+        with self.accelerator.autocast():
+            return torch.cat([self.model(input_ids[i: i + chunk], attention_mask[i: i + chunk], logits_to_keep)
+                              for i in range(0, input_ids.size(0), chunk)])
+
+    def fit(self, input_ids, attention_mask, logits_to_keep, old_values, returns, mask) -> float:
+        """Regress V on `returns` over the mask-1 tokens; returns the mean loss of the optimizer steps."""
+        self.model.train()
+        mask = mask.float()
+        n = input_ids.size(0)
+        mini = self.mini_batch_size or n
+        micro = min(self.micro_batch_size or mini, mini)
+        losses = []
+        for _ in range(self.epochs):
+            order = torch.randperm(n, generator=self.generator).to(input_ids.device)
+            for start in range(0, n, mini):
+                rows = order[start: start + mini]
+                tokens = mask[rows].sum().clamp(min=1.0)
+                self.optimizer.zero_grad(set_to_none=True)
+                total = 0.0
+                for i in range(0, len(rows), micro):
+                    r = rows[i: i + micro]
+                    with self.accelerator.autocast():
+                        values = self.model(input_ids[r], attention_mask[r], logits_to_keep)
+                    loss = value_loss(values, old_values[r], returns[r], mask[r], self.clip, num_tokens=tokens)
+                    loss.backward()
+                    total += loss.item()
+                self._average_gradients()
+                if self.max_grad_norm:
+                    torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
+                self.optimizer.step()
+                losses.append(total)
+        self.optimizer.zero_grad(set_to_none=True)
+        return sum(losses) / max(len(losses), 1)
+
+    def _average_gradients(self) -> None:
+        if self.accelerator.num_processes == 1:
+            return
+        for p in self.model.parameters():
+            if p.grad is None:  # every rank must join each collective: a missing gradient is a zero one
+                p.grad = torch.zeros_like(p)
+            p.grad = self.accelerator.reduce(p.grad, reduction="mean")
+
+    def save(self, folder: str, *, optimizer: bool = True) -> None:
+        os.makedirs(folder, exist_ok=True)
+        save_model(self.model, os.path.join(folder, WEIGHTS_NAME))  # handles tied tensors, unlike save_file
+        if optimizer:
+            torch.save(self.optimizer.state_dict(), os.path.join(folder, OPTIMIZER_NAME))
+
+    def load(self, folder: str) -> None:
+        load_model(self.model, os.path.join(folder, WEIGHTS_NAME), device=str(self.accelerator.device))
+        path = os.path.join(folder, OPTIMIZER_NAME)
+        if os.path.exists(path):  # absent when the checkpoint was saved with save_only_model
+            self.optimizer.load_state_dict(torch.load(path, map_location=self.accelerator.device, weights_only=True))
