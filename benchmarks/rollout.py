@@ -1,8 +1,11 @@
 """Speed of search rollouts against plain generation, and of a SearchGRPOTrainer step against TRL's GRPOTrainer.
 
 Both comparisons run side by side in one process, on the same model, batch and token counts:
-  1. tokens/s of sampled tokens: search rollouts (generate -> retrieve -> append -> continue) versus one plain
-     `generate` call producing the same number of sampled tokens per sequence. Target: ratio >= 0.9.
+  1. tokens/s of sampled tokens: search rollouts (generate -> retrieve -> append -> continue; with the KV cache
+     kept across turns, and re-prefilled every turn) versus one plain `generate` call sampling the same tokens:
+     row i samples exactly as many as search row i did ("matched"), or every row the mean ("uniform", which hides
+     the cost of uneven lengths that plain sampling also pays). Target: ratio >= 0.9. Also where the rollout's
+     time goes: prefill of prompts and documents, decode steps, sampling, retrieval, the rest (bookkeeping).
   2. seconds per training step: SearchGRPOTrainer versus GRPOTrainer generating the same number of tokens without
      search. Target: ratio <= 1.15.
 
@@ -22,8 +25,19 @@ import time
 from pathlib import Path
 
 import torch
+from transformers import StoppingCriteria, StoppingCriteriaList
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+
+class RowLengths(StoppingCriteria):
+    """Ends row i of a batched `generate` after lengths[i] new tokens (finished rows wait as padding)."""
+
+    def __init__(self, lengths: list[int], prompt_width: int):
+        self.lengths, self.width = torch.tensor(lengths), prompt_width
+
+    def __call__(self, input_ids, scores, **kwargs):
+        return (input_ids.shape[1] - self.width) >= self.lengths.to(input_ids.device)
 
 
 def main() -> None:
@@ -34,13 +48,13 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--top-k", type=int, default=2, help="documents per search (the CPU demo uses 2)")
     ap.add_argument("--passage-words", type=int, default=40, help="synthetic passage length (the CPU demo uses 40)")
-    ap.add_argument("--max-completion", type=int, default=256)
+    ap.add_argument("--max-completion", type=int, default=384, help="token budget per sample (the CPU demo uses 384)")
+    ap.add_argument("--max-turn-tokens", type=int, default=96, help="cap on one turn (the CPU demo uses 96; 0: none)")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--train-steps", type=int, default=3, help="0 skips the trainer comparison")
     ap.add_argument("--out", default="outputs/benchmarks")
     args = ap.parse_args()
 
-    from transformers import GenerationConfig  # noqa: F401  (import cost outside the timings)
 
     from searchrl.data.synthetic import make_world
     from searchrl.models import load_policy, policy_path, save_policy, tiny_test_policy
@@ -57,41 +71,87 @@ def main() -> None:
     rows = world.splits["test"][: args.batch]
     prompts = [tok(protocol.build_prompt(r["question"], tok), add_special_tokens=False)["input_ids"] for r in rows]
 
-    engine = SearchRollout(protocol, retriever, tok, HFTurnGenerator(model, tok, protocol.stop_strings),
-                           RolloutConfig(max_completion_tokens=args.max_completion, top_k=args.top_k))
-    search_times, sampled, searches = [], 0, 0
-    for _ in range(args.repeats):
-        t0 = time.perf_counter()
-        trajs = engine.run(prompts)
-        search_times.append(time.perf_counter() - t0)
-        sampled = sum(sum(t.env_mask) for t in trajs)
-        searches = sum(t.num_searches for t in trajs)
-    per_seq = max(1, round(sampled / len(prompts)))
+    rollout_cfg = RolloutConfig(max_completion_tokens=args.max_completion, top_k=args.top_k,
+                                max_turn_tokens=args.max_turn_tokens)
 
-    # Plain generation of the same number of sampled tokens per sequence, same batch, same sampler.
     width = max(len(p) for p in prompts)
     ids = torch.full((len(prompts), width), tok.pad_token_id)
     att = torch.zeros_like(ids)
     for i, p in enumerate(prompts):
         ids[i, width - len(p):], att[i, width - len(p):] = torch.tensor(p), 1
-    plain_times = []
-    for _ in range(args.repeats):
+
+    def plain_generate(lengths: list[int]) -> float:
+        """Seconds for one `generate` call in which row i samples exactly lengths[i] tokens (no search)."""
+        stop = StoppingCriteriaList([RowLengths(lengths, width)])
         t0 = time.perf_counter()
         with torch.no_grad():
-            model.generate(input_ids=ids, attention_mask=att, max_new_tokens=per_seq, min_new_tokens=per_seq,
-                           do_sample=True, pad_token_id=tok.pad_token_id)
-        plain_times.append(time.perf_counter() - t0)
-    search_tps = sampled / min(search_times)
-    plain_tps = per_seq * len(prompts) / min(plain_times)
+            # min_new_tokens keeps EOS away, so every row samples exactly its count.
+            model.generate(input_ids=ids, attention_mask=att, max_new_tokens=max(lengths), do_sample=True,
+                           min_new_tokens=max(lengths), stopping_criteria=stop, pad_token_id=tok.pad_token_id)
+        return time.perf_counter() - t0
+
+    # The same plain generation through the rollout's own decode loop (its sampler is faster than `generate`'s),
+    # so the comparison with search rollouts can also be read with the sampler held equal.
+    own = HFTurnGenerator(model, tok, [])
+    own.kv.eos_ids = set()  # exactly lengths[i] tokens per row, as in the `generate` baselines
+
+    def plain_own(lengths: list[int]) -> float:
+        t0 = time.perf_counter()
+        own.generate_turn(prompts, lengths)
+        own.reset()
+        return time.perf_counter() - t0
+
+    engines = {reuse: SearchRollout(protocol, retriever, tok,
+                                    HFTurnGenerator(model, tok, protocol.stop_strings, reuse_cache=reuse), rollout_cfg)
+               for reuse in (True, False)}
+    totals = {"search": 0.0, "reprefill": 0.0, "plain_uniform": 0.0, "plain_matched": 0.0, "plain_own_matched": 0.0}
+    sampled, searches, per_row = 0, 0, []
+    for repeat in range(args.repeats):
+        # The same seed for both rollouts: both generators sample the same trajectories, so only speed differs.
+        for reuse, key in ((True, "search"), (False, "reprefill")):
+            torch.manual_seed(repeat)
+            t0 = time.perf_counter()
+            trajs = engines[reuse].run(prompts)
+            totals[key] += time.perf_counter() - t0
+        lengths = [sum(t.env_mask) for t in trajs]
+        sampled += sum(lengths)
+        searches += sum(t.num_searches for t in trajs)
+        per_row.append(lengths)
+        # Baselines with the same sampled tokens: row i samples its own count (matched), or all rows the mean.
+        totals["plain_matched"] += plain_generate(lengths)
+        totals["plain_own_matched"] += plain_own(lengths)
+        mean = max(1, round(sum(lengths) / len(lengths)))
+        totals["plain_uniform"] += plain_generate([mean] * len(lengths)) * sum(lengths) / (mean * len(lengths))
+    tps = {key: sampled / seconds for key, seconds in totals.items()}
+    # Where the search rollouts' time went: model work (prefill of prompts and of appended documents, one-token
+    # decode steps, sampling), the retriever, and everything else (turn bookkeeping, tokenising observations).
+    kv, engine = engines[True].generator.kv, engines[True]
+    parts = {**(kv.stats if kv is not None else {}), "retrieval_s": engine.retrieval_s}
+    parts["other_s"] = totals["search"] - sum(parts.values())
+    breakdown = {key: value / totals["search"] for key, value in parts.items()}
     result = {
         "model": "tiny" if args.tiny else args.policy, "batch": len(prompts), "protocol": args.protocol,
-        "top_k": args.top_k, "passage_words": args.passage_words,
-        "sampled_tokens": sampled, "searches": searches, "search_rollout_s": min(search_times),
-        "plain_generate_s": min(plain_times), "search_tokens_per_s": search_tps, "plain_tokens_per_s": plain_tps,
-        "rollout_ratio": search_tps / plain_tps,
+        "top_k": args.top_k, "passage_words": args.passage_words, "max_completion": args.max_completion,
+        "max_turn_tokens": args.max_turn_tokens, "repeats": args.repeats, "torch_threads": torch.get_num_threads(),
+        "sampled_tokens": sampled, "searches": searches, "sampled_per_row": per_row,
+        **{f"{key}_s": seconds for key, seconds in totals.items()},
+        **{f"{key}_tokens_per_s": value for key, value in tps.items()},
+        "rollout_ratio": tps["search"] / tps["plain_matched"],
+        "rollout_ratio_uniform": tps["search"] / tps["plain_uniform"],
+        "reprefill_ratio": tps["reprefill"] / tps["plain_matched"],
+        "rollout_ratio_same_sampler": tps["search"] / tps["plain_own_matched"],
+        "search_time_shares": breakdown,
+        "retrieval_and_bookkeeping_share": breakdown["retrieval_s"] + breakdown["other_s"],
     }
-    print(f"search rollouts: {search_tps:.1f} tok/s ({searches} searches) | plain generate: {plain_tps:.1f} tok/s "
-          f"| ratio {result['rollout_ratio']:.2f} (target >= 0.9)")
+    print(f"sampled tok/s: search rollouts {tps['search']:.1f} (KV cache kept) / {tps['reprefill']:.1f} (re-prefilled "
+          f"each turn), {searches} searches | plain generate {tps['plain_matched']:.1f} (each row its own length) / "
+          f"{tps['plain_uniform']:.1f} (all rows the mean length) / {tps['plain_own_matched']:.1f} (matched, rollout's "
+          f"own decode loop)\n"
+          f"ratio {result['rollout_ratio']:.2f} against matched lengths (target >= 0.9); "
+          f"{result['rollout_ratio_uniform']:.2f} against uniform lengths; {result['rollout_ratio_same_sampler']:.2f} "
+          f"against matched lengths with the same decode loop; {result['reprefill_ratio']:.2f} without the kept cache")
+    print("search rollout time: " + ", ".join(f"{k[:-2]} {v:.0%}" for k, v in breakdown.items())
+          + f" -> retrieval and bookkeeping {result['retrieval_and_bookkeeping_share']:.1%} (target <= 10%)")
 
     if args.train_steps:
         from trl import GRPOConfig, GRPOTrainer

@@ -7,6 +7,7 @@ writes their zeros into `env_mask`: nothing re-derives the mask from decoded tex
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from tqdm.auto import tqdm
@@ -68,6 +69,7 @@ class SearchRollout:
         # Multi-process vLLM generation is collective: every process then runs every turn, even with nothing to do.
         self.collective = collective
         self.progress = progress
+        self.retrieval_s = 0.0  # time spent in the retriever, summed over rollouts
 
     def encode_observation(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -78,19 +80,26 @@ class SearchRollout:
         # One turn per allowed search, one to answer, and one after a budget notice.
         max_turns = cfg.max_searches + 2
         bar = tqdm(total=max_turns, desc="rollout turns", disable=not self.progress, leave=False)
-        for _ in range(max_turns):
-            active = [t for t in trajs if not t.done]
-            if not active and not self.collective:
-                break
-            outputs = self.generator.generate_turn(
-                [t.prompt_ids + t.completion_ids for t in active], [self._turn_budget(t) for t in active]
-            )
-            pending: list[tuple[Trajectory, str]] = []
-            for traj, out in zip(active, outputs):
-                self._take_turn(traj, out, pending)
-            self._retrieve_and_append(pending)
-            bar.update(1)
-        bar.close()
+        reset = getattr(self.generator, "reset", None)  # a generator may keep state between the turns of a rollout
+        if reset:
+            reset()
+        try:
+            for _ in range(max_turns):
+                active = [t for t in trajs if not t.done]
+                if not active and not self.collective:
+                    break
+                outputs = self.generator.generate_turn(
+                    [t.prompt_ids + t.completion_ids for t in active], [self._turn_budget(t) for t in active]
+                )
+                pending: list[tuple[Trajectory, str]] = []
+                for traj, out in zip(active, outputs):
+                    self._take_turn(traj, out, pending)
+                self._retrieve_and_append(pending)
+                bar.update(1)
+        finally:
+            bar.close()
+            if reset:
+                reset()
         for t in trajs:  # the last turn's queries got their documents but no turn to use them
             if not t.done:
                 t.done, t.finish, t.hit_length_budget = True, "length", t.hit_length_budget or t.budget_left <= 0
@@ -136,7 +145,9 @@ class SearchRollout:
         if not pending:
             return
         # One retriever call for every pending query of the batch.
+        started = time.perf_counter()
         results = self.retriever.search([q for _, q in pending], self.config.top_k)
+        self.retrieval_s += time.perf_counter() - started
         for (traj, query), docs in zip(pending, results):
             traj.queries.append(query)
             traj.doc_ids.append([d.id for d in docs])

@@ -26,7 +26,11 @@ class TurnGenerator(Protocol):
     """What the rollout engine needs from a generation backend."""
 
     def generate_turn(self, sequences: list[list[int]], max_new_tokens: list[int]) -> list[TurnOutput]:
-        """Continue every sequence until a stop string, EOS, or its own token budget."""
+        """Continue every sequence until a stop string, EOS, or its own token budget.
+
+        A generator may also define `reset()`, which the engine calls before and after each rollout, to drop state
+        kept between the turns of one rollout (such as a KV cache).
+        """
         ...
 
 
@@ -63,14 +67,19 @@ def cut_turn(token_ids: list[int], tokenizer, stop_strings: list[str], eos_ids: 
 
 
 class HFTurnGenerator:
-    """Transformers `generate` with stop strings; works on CPU and GPU.
+    """Transformers generation with stop strings; works on CPU and GPU.
 
-    Rows are left-padded into one batch; a stopping criterion built once ends each row at its first stop string.
+    By default (`reuse_cache=True`) one KV cache lives through the whole rollout and each turn feeds only the new
+    tokens (see `kv_turns`); `reset()` drops it, and the rollout engine calls it at the start and end of every
+    rollout. With `reuse_cache=False`, or for models whose cache cannot hold holes, each turn is one `generate`
+    call over the whole sequence: rows left-padded into one batch, a stopping criterion built once.
     """
 
     def __init__(self, model, tokenizer, stop_strings: list[str], *, temperature: float = 1.0, top_p: float = 1.0,
-                 top_k: int | None = None, greedy: bool = False):
+                 top_k: int | None = None, greedy: bool = False, reuse_cache: bool = True):
         from transformers import StoppingCriteriaList, StopStringCriteria
+
+        from searchrl.rollout.kv_turns import KVTurns
 
         self.model, self.tokenizer = model, tokenizer
         self.stop_strings = list(stop_strings)
@@ -82,11 +91,48 @@ class HFTurnGenerator:
         eos = eos if isinstance(eos, list) else [eos] if eos is not None else []
         self.eos_ids = {t for t in [*eos, tokenizer.eos_token_id] if t is not None}
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.kv = KVTurns(model, tokenizer, self.stop_strings, self.eos_ids, self.pad_id, self.sample) if reuse_cache else None
+        if self.kv is not None and not self.kv.supported:
+            self.kv = None
 
-    @torch.no_grad()
+    def sample(self, logits: torch.Tensor) -> torch.Tensor:
+        """Next token of every row from last-position logits: temperature, top-k and top-p as `generate` applies
+        them, then one draw from what is left."""
+        if not self.do_sample:
+            return logits.argmax(dim=-1)
+        if self.sampling["temperature"] != 1.0:
+            logits = logits / self.sampling["temperature"]
+        k = self.sampling["top_k"]
+        if k and k < logits.size(-1):
+            kth = logits.topk(k, dim=-1).values[..., -1:]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        if self.sampling["top_p"] < 1.0:
+            # Keep the smallest set of tokens whose probability reaches top_p (always at least the best one).
+            sorted_logits, order = logits.sort(dim=-1, descending=True)
+            probs = sorted_logits.softmax(dim=-1)
+            drop_sorted = probs.cumsum(dim=-1) - probs >= self.sampling["top_p"]
+            drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+            logits = logits.masked_fill(drop, float("-inf"))
+        # Inverse-CDF sampling: exact, and on CPU some 50x faster than torch.multinomial over a 49k vocabulary
+        # (0.5 ms against 25 ms for 16 rows), which otherwise costs a tenth of every decode step.
+        cdf = logits.softmax(dim=-1).double().cumsum(dim=-1)
+        u = torch.rand(cdf.size(0), 1, dtype=cdf.dtype, device=cdf.device) * cdf[:, -1:]
+        return torch.searchsorted(cdf, u, right=True).squeeze(-1).clamp(max=cdf.size(-1) - 1)
+
+    def reset(self) -> None:
+        """Forget the cached rollout (weights may have changed since)."""
+        if self.kv is not None:
+            self.kv.reset()
+
     def generate_turn(self, sequences: list[list[int]], max_new_tokens: list[int]) -> list[TurnOutput]:
         if not sequences:
             return []
+        if self.kv is not None:
+            return self.kv.generate_turn(sequences, max_new_tokens)
+        return self._generate_whole(sequences, max_new_tokens)
+
+    @torch.no_grad()
+    def _generate_whole(self, sequences: list[list[int]], max_new_tokens: list[int]) -> list[TurnOutput]:
         device = next(self.model.parameters()).device
         width = max(len(s) for s in sequences)
         input_ids = torch.full((len(sequences), width), self.pad_id, dtype=torch.long)

@@ -1,0 +1,155 @@
+"""The KV cache kept across the turns of a rollout: same tokens as re-prefilling every turn, fewer tokens fed."""
+
+from __future__ import annotations
+
+import copy
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from fakes import FakeRetriever, MiniProtocol
+from searchrl.rollout import HFTurnGenerator, RolloutConfig, SearchRollout
+from searchrl.rollout.kv_turns import kv_reuse_supported
+
+STOPS = ["</search>", "</answer>"]
+
+
+@pytest.fixture(scope="module")
+def peaky(tiny_policy):
+    """The tiny policy with large random weights: its greedy tokens depend on the whole context, with wide margins
+    (the plain tiny model greedily repeats one token, which a broken cache would not change)."""
+    model, tokenizer = tiny_policy
+    model = copy.deepcopy(model)
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.copy_(torch.randn(p.shape, generator=generator) * 0.5)
+    return model, tokenizer
+
+
+def _prompts(tokenizer, n=4):
+    # Different lengths, so the first chunk is left-padded.
+    return [tokenizer(f"Question {i}:" + " word" * (3 * i), add_special_tokens=False)["input_ids"] for i in range(n)]
+
+
+def _three_turns(gen, tokenizer, prompts, budgets=(5, 9, 3, 7)):
+    """Turns of different lengths per row, observations of different lengths, and a row dropped after turn 1:
+    every way a hole gets into the cache. Returns the turns, and how many tokens the turns after the first must
+    feed: per continuing row, its unfed last sampled token and its documents."""
+    seqs = [list(p) for p in prompts]
+    alive, outputs, appended = list(range(len(prompts))), [], 0
+    for turn in range(3):
+        res = gen.generate_turn([seqs[i] for i in alive], [budgets[i] + turn for i in alive])
+        outputs.append([(r.token_ids, r.finish) for r in res])
+        obs = {}
+        for i, r in zip(alive, res):
+            obs[i] = tokenizer(" <information>doc" + " x" * (2 * i + turn) + "</information>",
+                               add_special_tokens=False)["input_ids"]
+            seqs[i] += r.token_ids + obs[i]
+        if turn == 0:
+            alive = [0, 2, 3]
+        if turn < 2:
+            appended += sum(1 + len(obs[i]) for i in alive)
+    return outputs, appended
+
+
+def test_cached_turns_equal_whole_sequence_generation(peaky):
+    model, tokenizer = peaky
+    prompts = _prompts(tokenizer)
+    cached = HFTurnGenerator(model, tokenizer, STOPS, greedy=True, reuse_cache=True)
+    whole = HFTurnGenerator(model, tokenizer, STOPS, greedy=True, reuse_cache=False)
+    assert cached.kv is not None and whole.kv is None
+    got, appended = _three_turns(cached, tokenizer, prompts)
+    want, _ = _three_turns(whole, tokenizer, prompts)
+    assert got == want
+    assert cached.kv.parks >= 2  # rows that finished early were set aside in turns 1 and 2, and came back
+    # Each prompt was fed once; later turns fed only the last sampled token and the documents of each live row.
+    assert cached.kv.prefilled_tokens == sum(map(len, prompts)) + appended
+
+
+def test_the_sampler_draws_from_the_filtered_distribution(tiny_policy):
+    model, tokenizer = tiny_policy
+    # A small vocabulary (the sampler does not care) with four likely tokens and four of near-zero probability.
+    logits = torch.full((1, 8), -1e4)
+    logits[0, :4] = torch.tensor([2.0, 1.0, 0.0, -1.0])
+    probs = logits[0, :4].softmax(0)
+    n = 20000
+    torch.manual_seed(0)
+    cases = [({}, probs), ({"top_k": 2}, probs[:2] / probs[:2].sum()),
+             ({"top_p": float(probs[0]) + 1e-3}, probs[:2] / probs[:2].sum())]
+    for kwargs, want in cases:
+        gen = HFTurnGenerator(model, tokenizer, STOPS, temperature=1.0, **kwargs)
+        draws = gen.sample(logits.expand(n, -1))
+        assert int(draws.max()) < 4  # never a token of (near) zero probability
+        freq = torch.bincount(draws, minlength=4)[: len(want)].double() / n
+        assert torch.allclose(freq, want.double(), atol=0.015), (kwargs, freq, want)
+        assert freq.sum() > 0.999  # nothing outside the top-k / top-p set
+
+
+def test_a_stop_string_ends_the_turn_on_the_token_that_completes_it(peaky):
+    model, tokenizer = peaky
+    prompts = _prompts(tokenizer, 2)
+    free = HFTurnGenerator(model, tokenizer, [], greedy=True).generate_turn(prompts, [12, 12])
+    # A stop string made of what row 0 writes at tokens 4-5: the turn ends on the first token whose prefix holds it.
+    stop = tokenizer.decode(free[0].token_ids[4:6])
+    end = next(n for n in range(1, 13) if stop in tokenizer.decode(free[0].token_ids[:n]))
+    out = HFTurnGenerator(model, tokenizer, [stop], greedy=True).generate_turn(prompts, [12, 12])
+    assert (out[0].token_ids, out[0].finish) == (free[0].token_ids[:end], "stop")
+    row1_end = next((n for n in range(1, 13) if stop in tokenizer.decode(free[1].token_ids[:n])), None)
+    assert out[1].token_ids == free[1].token_ids[:row1_end or 12]
+
+
+def test_top_k_1_and_tiny_top_p_sample_the_greedy_token(tiny_policy):
+    model, tokenizer = tiny_policy
+    logits = torch.randn(5, tokenizer.vocab_size)
+    for kwargs in ({"top_k": 1}, {"top_p": 1e-9}):
+        gen = HFTurnGenerator(model, tokenizer, STOPS, temperature=0.7, reuse_cache=True, **kwargs)
+        assert torch.equal(gen.sample(logits), logits.argmax(dim=-1))
+
+
+def test_engine_drops_the_cache_after_each_rollout(tiny_policy):
+    # Weights change between rollouts in training: a cache must never outlive the rollout that built it.
+    model, tokenizer = tiny_policy
+    protocol = MiniProtocol()
+    gen = HFTurnGenerator(model, tokenizer, protocol.stop_strings, greedy=True)
+    engine = SearchRollout(protocol, FakeRetriever(), tokenizer, gen, RolloutConfig(max_completion_tokens=16))
+    prompts = _prompts(tokenizer, 2)
+    first = engine.run(prompts)
+    assert gen.kv.batch is None
+    second = engine.run(prompts)
+    assert [t.completion_ids for t in first] == [t.completion_ids for t in second]
+
+
+def test_unrelated_sequences_start_a_new_cache(peaky):
+    model, tokenizer = peaky
+    gen = HFTurnGenerator(model, tokenizer, STOPS, greedy=True)
+    gen.generate_turn(_prompts(tokenizer, 2), [3, 3])
+    other = [tokenizer("Something else entirely", add_special_tokens=False)["input_ids"]]
+    want = HFTurnGenerator(model, tokenizer, STOPS, greedy=True, reuse_cache=False).generate_turn(other, [4])
+    assert gen.kv._match(other) is None
+    assert gen.generate_turn(other, [4])[0].token_ids == want[0].token_ids
+
+
+def test_sliding_window_models_fall_back_to_whole_sequence_generation():
+    from transformers import LlamaConfig, MistralConfig
+
+    llama = LlamaConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2)
+    mistral = MistralConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2,
+                            sliding_window=8)
+    assert kv_reuse_supported(SimpleNamespace(config=llama))
+    assert not kv_reuse_supported(SimpleNamespace(config=mistral))
+
+
+def test_a_peft_wrapped_policy_reuses_the_cache_too(peaky):
+    from peft import LoraConfig, get_peft_model
+
+    model, tokenizer = peaky
+    peft_model = get_peft_model(copy.deepcopy(model), LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+    cached = HFTurnGenerator(peft_model, tokenizer, STOPS, greedy=True)
+    assert cached.kv is not None and cached.kv.keep_last_logits
+    want = HFTurnGenerator(peft_model, tokenizer, STOPS, greedy=True, reuse_cache=False)
+    prompts = _prompts(tokenizer)
+    assert _three_turns(cached, tokenizer, prompts)[0] == _three_turns(want, tokenizer, prompts)[0]
+
