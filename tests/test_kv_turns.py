@@ -153,3 +153,15 @@ def test_a_peft_wrapped_policy_reuses_the_cache_too(peaky):
     prompts = _prompts(tokenizer)
     assert _three_turns(cached, tokenizer, prompts)[0] == _three_turns(want, tokenizer, prompts)[0]
 
+
+
+def test_repeated_prompts_are_prefilled_once(peaky):
+    # GRPO sends each prompt num_generations times: one prefill each, the cache rows copied.
+    model, tokenizer = peaky
+    distinct = _prompts(tokenizer, 2)
+    prompts = [distinct[0], distinct[1], distinct[0], distinct[0]]
+    cached = HFTurnGenerator(model, tokenizer, STOPS, greedy=True)
+    whole = HFTurnGenerator(model, tokenizer, STOPS, greedy=True, reuse_cache=False)
+    got, appended = _three_turns(cached, tokenizer, prompts)
+    assert got == _three_turns(whole, tokenizer, prompts)[0]
+    assert cached.kv.prefilled_tokens == sum(map(len, distinct)) + appended

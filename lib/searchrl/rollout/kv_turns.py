@@ -119,23 +119,36 @@ class KVTurns:
             r += 1
         return picks
 
+    def _start(self, sequences: list[list[int]]) -> torch.Tensor:
+        """A new cache for these sequences. GRPO repeats each prompt num_generations times: each distinct
+        sequence is prefilled once and its cache rows copied."""
+        distinct: dict[tuple[int, ...], int] = {}
+        which = [distinct.setdefault(tuple(s), len(distinct)) for s in sequences]
+        self.batch = self._new_batch(list(range(len(distinct))))
+        logits = self._prefill(self.batch, [list(s) for s in distinct], "prompt_prefill_s")
+        if len(distinct) < len(sequences):
+            self.batch.keep(which)
+            self.batch.rows = list(range(len(sequences)))
+            logits = logits[torch.tensor(which, device=logits.device)]
+        self.fed = [list(s) for s in sequences]
+        return logits
+
     @torch.no_grad()
     def generate_turn(self, sequences: list[list[int]], max_new_tokens: list[int]):
         from searchrl.rollout.generators import TurnOutput
 
         picks = self._match(sequences)
         if picks is None:
-            self.batch, self.fed = self._new_batch(list(range(len(sequences)))), [[] for _ in sequences]
-            suffixes = [list(s) for s in sequences]
+            logits = self._start(sequences)
         else:
             self.batch.keep(picks)
             self.batch.rows = list(range(len(picks)))
             self.batch.drop_unused_columns()
             self.fed = [self.fed[i] for i in picks]
             suffixes = [list(seq[len(fed):]) for seq, fed in zip(sequences, self.fed)]
-        for fed, s in zip(self.fed, suffixes):
-            fed.extend(s)
-        logits = self._prefill(self.batch, suffixes, "prompt_prefill_s" if picks is None else "append_prefill_s")
+            for fed, s in zip(self.fed, suffixes):
+                fed.extend(s)
+            logits = self._prefill(self.batch, suffixes, "append_prefill_s")
 
         # Decode. A finished row feeds holes until the turn ends; once half the batch has finished, the finished
         # rows are set aside (parked) so each step costs only the live ones, and they rejoin when the turn ends.
