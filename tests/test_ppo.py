@@ -139,6 +139,9 @@ def test_explained_variance():
     returns = torch.tensor([[1.0, 0.0, 9.0, 1.0]])
     assert explained_variance(returns, returns, mask) == pytest.approx(1.0)
     assert explained_variance(torch.full((1, 4), 2 / 3), returns, mask) == pytest.approx(0.0, abs=1e-6)
+    # Constant returns (every reward 0) have no variance to explain, even when rounding leaves a trace of one.
+    constant = torch.full((1, 4), 0.1) + torch.tensor([[0.0, 1e-9, 0.0, 0.0]])
+    assert math.isnan(explained_variance(torch.zeros(1, 4), constant, mask))
 
 
 # ---- the trainer -----------------------------------------------------------------------------------------------------

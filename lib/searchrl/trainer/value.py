@@ -79,7 +79,7 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.
     for name, x in (("residual", residual), ("returns", returns.float())):
         mean = masked_mean(x, mask, global_sum)
         var[name] = masked_mean((x - mean) ** 2, mask, global_sum)
-    if var["returns"] <= 0:
+    if var["returns"] <= 1e-8:  # constant returns (e.g. every reward 0): rounding noise, not a variance
         return float("nan")
     return (1.0 - var["residual"] / var["returns"]).item()
 
