@@ -79,7 +79,7 @@ class HFTurnGenerator:
                  top_k: int | None = None, greedy: bool = False, reuse_cache: bool = True):
         from transformers import StoppingCriteriaList, StopStringCriteria
 
-        from searchrl.rollout.kv_turns import KVTurns
+        from searchrl.rollout.kv_turns import KVTurns, kv_reuse_supported
 
         self.model, self.tokenizer = model, tokenizer
         self.stop_strings = list(stop_strings)
@@ -91,9 +91,9 @@ class HFTurnGenerator:
         eos = eos if isinstance(eos, list) else [eos] if eos is not None else []
         self.eos_ids = {t for t in [*eos, tokenizer.eos_token_id] if t is not None}
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        self.kv = KVTurns(model, tokenizer, self.stop_strings, self.eos_ids, self.pad_id, self.sample) if reuse_cache else None
-        if self.kv is not None and not self.kv.supported:
-            self.kv = None
+        self.kv = None
+        if reuse_cache and kv_reuse_supported(model):
+            self.kv = KVTurns(model, tokenizer, self.stop_strings, self.eos_ids, self.pad_id, self.sample)
 
     def sample(self, logits: torch.Tensor) -> torch.Tensor:
         """Next token of every row from last-position logits: temperature, top-k and top-p as `generate` applies

@@ -2,7 +2,7 @@
 
 Column j of row r is either one of r's real tokens or a hole (mask 0) that attention never reads; position ids
 count real tokens only, so a row's keys and values are those of its contiguous sequence wherever they sit. That
-lets rows be split off, prefilled on their own and merged back (the narrower side padded with hole columns)
+lets finished rows be split off mid-turn and merged back later (the narrower side padded with hole columns)
 without recomputing anything.
 """
 
@@ -90,11 +90,6 @@ class KVBatch:
 
     def merge(self, other: KVBatch) -> None:
         """Append other's rows. The side with fewer columns gets hole columns on the right."""
-        if not other.rows:
-            return
-        if not self.rows:
-            self.cache, self.mask, self.pos, self.rows = other.cache, other.mask, other.pos, list(other.rows)
-            return
         width = max(self.mask.size(1), other.mask.size(1))
         self.mask = torch.cat([_widen(self.mask, 1, width), _widen(other.mask, 1, width)])
         self.pos = torch.cat([self.pos, other.pos])

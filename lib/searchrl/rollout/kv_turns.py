@@ -57,7 +57,6 @@ class KVTurns:
         # Only the last position's logits are needed; a PEFT wrapper passes the argument on to its base model.
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
         self.keep_last_logits = "logits_to_keep" in inspect.signature(base.forward).parameters
-        self.supported = kv_reuse_supported(model)
         # Where the time goes, summed over rollouts (read by benchmarks/rollout.py): prompt and document prefill,
         # one-token decode steps, sampling.
         self.stats = {"prompt_prefill_s": 0.0, "append_prefill_s": 0.0, "decode_s": 0.0, "sample_s": 0.0}
