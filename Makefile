@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m searchrl.run notebooks/quickstart.ipynb -f params/quickstart/cpu.yaml
+	$(PY) -m searchrl.runner notebooks/quickstart.ipynb -f params/quickstart/cpu.yaml
 
 # Two workers, one thread each (tests/conftest.py): the suite's work is many small models, not one big one.
 test: $(STAMP)

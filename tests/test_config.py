@@ -202,7 +202,7 @@ def test_replace_validates_and_leaves_original() -> None:
 
 def test_every_params_file_in_the_repo_is_valid() -> None:
     """Each params/<notebook>/<profile>.yaml validates against its notebook and starts with the command running it."""
-    from searchrl.run import plan_run
+    from searchrl.runner import plan_run
 
     files = sorted(PARAMS_DIR.glob("**/*.yaml")) if PARAMS_DIR.is_dir() else []
     if not files:
@@ -210,8 +210,8 @@ def test_every_params_file_in_the_repo_is_valid() -> None:
     for path in files:
         relative = path.relative_to(PARAMS_DIR.parent).as_posix()
         first = path.read_text(encoding="utf-8").lstrip().splitlines()[0]
-        assert first.startswith("#") and "searchrl.run" in first and relative in first, (
-            f"{relative} must begin with the command that runs it: # python -m searchrl.run NOTEBOOK -f {relative}"
+        assert first.startswith("#") and "searchrl.runner" in first and relative in first, (
+            f"{relative} must begin with the command that runs it: # python -m searchrl.runner NOTEBOOK -f {relative}"
         )
         _, declared = load_params_file(path)
         assert path.parent.parent == PARAMS_DIR and (declared or path.parent.name) == path.parent.name, (

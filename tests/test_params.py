@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from searchrl.config import RunConfig, load_params_file
-from searchrl.run import parameters_cell_values, plan_run
+from searchrl.runner import parameters_cell_values, plan_run
 
 ROOT = Path(__file__).resolve().parents[1]
 PARAM_FILES = sorted((ROOT / "params").glob("*/*.yaml"))
@@ -22,7 +22,7 @@ def test_there_are_params_and_notebooks():
 @pytest.mark.parametrize("path", PARAM_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_params_file_validates_and_names_its_command(path):
     first = path.read_text().splitlines()[0]
-    assert first.startswith("#") and "searchrl.run" in first and f"notebooks/{path.parent.name}.ipynb" in first
+    assert first.startswith("#") and "searchrl.runner" in first and f"notebooks/{path.parent.name}.ipynb" in first
     assert f"-f params/{path.parent.name}/{path.name}" in first
     _, notebook = load_params_file(path)
     assert notebook in (None, path.parent.name)

@@ -77,7 +77,7 @@ class RunConfig:
     output_root: str = "outputs"
     """Folder that holds run folders; a relative path is taken from the project root."""
     resume: bool = False
-    """Continue the run in the current run folder from its last checkpoint (set by `searchrl.run --resume`)."""
+    """Continue the run in the current run folder from its last checkpoint (set by `searchrl.runner --resume`)."""
     report_to: str = "none"
     """Experiment tracker handed to TRL: none, tensorboard, trackio, wandb (or another transformers integration)."""
     device: str = "auto"

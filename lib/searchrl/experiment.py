@@ -14,7 +14,7 @@ import pandas as pd
 import torch
 
 from searchrl.config import RunConfig
-from searchrl.runs import MetricsHistory, current_run_dir, history_callback, mark_status, save_figure, write_json
+from searchrl.rundir import MetricsHistory, current_run_dir, history_callback, mark_status, save_figure, write_json
 
 
 def seed_everything(seed: int) -> None:

@@ -2,7 +2,7 @@
 
 Pure functions: each takes tables and returns a new :class:`matplotlib.figure.Figure` without touching pyplot's
 global state, so they work under any backend (Agg included) and never show or save anything by themselves. In a
-notebook the returned figure displays as the cell's value; :func:`searchrl.runs.save_figure` writes it to a run.
+notebook the returned figure displays as the cell's value; :func:`searchrl.rundir.save_figure` writes it to a run.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def training_curves(
 ) -> Figure:
     """One subplot per metric, one colour per run: the EMA-smoothed curve over the raw values (faint).
 
-    ``histories`` is one history (as logged by :class:`searchrl.runs.MetricsHistory`) or ``{run label: history}``.
+    ``histories`` is one history (as logged by :class:`searchrl.rundir.MetricsHistory`) or ``{run label: history}``.
     A metric missing from every run gets an empty panel saying so; one missing from some runs names them in the
     panel title. Raises ValueError when there is nothing to plot.
     """

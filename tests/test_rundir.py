@@ -1,4 +1,4 @@
-"""Run folders (searchrl.runs) and the notebook runner (searchrl.run).
+"""Run folders (searchrl.rundir) and the notebook runner (searchrl.runner).
 
 Runner tests that execute a notebook start a Jupyter kernel (a few seconds each) and are marked slow; the checks
 that must reject bad input before anything runs are fast.
@@ -24,8 +24,8 @@ import yaml
 
 from searchrl import runs
 from searchrl.config import ConfigError, RunConfig
-from searchrl.run import NotebookError, RunError, main, parameters_cell_values, plan_run, run_notebook
-from searchrl.runs import (
+from searchrl.runner import NotebookError, RunError, main, parameters_cell_values, plan_run, run_notebook
+from searchrl.rundir import (
     RUN_DIR_ENV,
     MetricsHistory,
     create_run_dir,
@@ -79,7 +79,7 @@ def test_current_run_dir_uses_runner_folder_or_makes_one(tmp_path: Path, monkeyp
 
 def test_provenance_contents(tmp_path: Path) -> None:
     cfg = RunConfig(seed=5, rewards=["em", "f1"])
-    path = write_provenance(tmp_path, cfg, notebook="demo", command=["python", "-m", "searchrl.run", "x"])
+    path = write_provenance(tmp_path, cfg, notebook="demo", command=["python", "-m", "searchrl.runner", "x"])
     info = json.loads(path.read_text())
     assert info["notebook"] == "demo" and info["command"][-1] == "x"
     assert info["versions"]["python"] and info["versions"]["torch"] and "trl" in info["versions"]
@@ -177,7 +177,7 @@ def test_history_appends_and_reloads(tmp_path: Path) -> None:
 def test_history_survives_a_crash(tmp_path: Path) -> None:
     # A child process logs three steps and dies without any cleanup (os._exit skips finalizers and atexit).
     code = (
-        "import os, sys\nfrom searchrl.runs import MetricsHistory\nh = MetricsHistory(sys.argv[1])\n"
+        "import os, sys\nfrom searchrl.rundir import MetricsHistory\nh = MetricsHistory(sys.argv[1])\n"
         "for i in range(3):\n    h.append({'reward': i / 10})\nos._exit(1)\n"
     )
     done = subprocess.run(
@@ -250,7 +250,7 @@ def test_list_runs_and_load_run(tmp_path: Path) -> None:
 WRITER_CELL = """\
 import os
 from searchrl.config import RunConfig
-from searchrl.runs import MetricsHistory, current_run_dir, write_json
+from searchrl.rundir import MetricsHistory, current_run_dir, write_json
 cfg = RunConfig.from_globals(globals())
 run_dir = current_run_dir("demo", cfg)
 write_json(run_dir / "eval" / "seen.json", {"env": os.environ.get("SEARCHRL_RUN_DIR"), "cfg": cfg.to_dict()})
@@ -293,7 +293,7 @@ def test_unknown_p_key_is_rejected_before_execution(
 
 
 def test_cli_exit_code_in_a_fresh_process(demo: Path, tmp_path: Path) -> None:
-    cmd = [sys.executable, "-m", "searchrl.run", str(demo), "-p", "rl_steps", "many", "--output-root", str(tmp_path)]
+    cmd = [sys.executable, "-m", "searchrl.runner", str(demo), "-p", "rl_steps", "many", "--output-root", str(tmp_path)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 2 and "'rl_steps' expects int, got 'many'" in done.stderr
 
@@ -327,7 +327,7 @@ def test_notebook_problems_are_reported(tmp_path: Path) -> None:
 
 
 def test_plan_precedence_and_minimal_injection(demo: Path, tmp_path: Path) -> None:
-    low = write_params(tmp_path / "params" / "demo" / "a.yaml", "# python -m searchrl.run\nseed: 5\ntop_k: 4\n")
+    low = write_params(tmp_path / "params" / "demo" / "a.yaml", "# python -m searchrl.runner\nseed: 5\ntop_k: 4\n")
     high = write_params(tmp_path / "params" / "demo" / "b.yaml", "top_k: 6\n")
     plan = plan_run(demo, [low, high], {"top_k": 7, "run_name": "x"}, output_root=tmp_path / "o")
     cfg = plan.config
@@ -352,7 +352,7 @@ def test_p_values_are_yaml_but_text_fields_keep_text(demo: Path, capsys: pytest.
 
 @pytest.mark.slow
 def test_run_then_resume_into_the_same_folder(demo: Path, tmp_path: Path) -> None:
-    params = write_params(tmp_path / "params" / "demo" / "cpu.yaml", "# python -m searchrl.run\nseed: 4\n")
+    params = write_params(tmp_path / "params" / "demo" / "cpu.yaml", "# python -m searchrl.runner\nseed: 4\n")
     run_dir = run_notebook(
         demo, [params], {"rl_steps": 3}, output_root=tmp_path / "out", progress_bar=False, log_output=False
     )

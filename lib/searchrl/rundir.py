@@ -2,7 +2,7 @@
 
 Layout (``<root>/<notebook>/<run_id>/``)::
 
-    <notebook>.ipynb        the executed notebook (written by searchrl.run)
+    <notebook>.ipynb        the executed notebook (written by searchrl.runner)
     params.yaml             resolved parameters
     provenance.json         git commit and dirty flag, library versions, host, start time, command line
     status.json             running / completed / failed (with error and traceback) / interrupted
@@ -14,7 +14,7 @@ Layout (``<root>/<notebook>/<run_id>/``)::
 ``run_id`` is ``YYYYmmdd-HHMMSS-<4 hex>[-<run_name>]``; the folder is created with an exclusive ``mkdir``, so two
 runs started in the same second still get different folders and never overwrite each other.
 
-The runner (``python -m searchrl.run``) creates the folder and exports its path as ``SEARCHRL_RUN_DIR`` before the
+The runner (``python -m searchrl.runner``) creates the folder and exports its path as ``SEARCHRL_RUN_DIR`` before the
 notebook starts; :func:`current_run_dir` returns that folder inside the notebook, or creates a fresh one when the
 notebook is run by hand.
 """
@@ -414,7 +414,7 @@ def _read_table(path: Path) -> pd.DataFrame:
 
 def history_callback(history: MetricsHistory) -> Any:
     """A transformers ``TrainerCallback`` that appends every logged dict to ``history`` at the trainer's step."""
-    from transformers import TrainerCallback  # imported here: runs.py stays light for report notebooks
+    from transformers import TrainerCallback  # imported here: rundir.py stays light for report notebooks
 
     class _HistoryCallback(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):
@@ -446,7 +446,7 @@ def list_runs(root: str | Path = "outputs", notebook: str | None = None) -> pd.D
     """
     root = resolve_output_root(root)
     if not root.is_dir():
-        raise FileNotFoundError(f"no outputs folder at {root}; run a notebook first (python -m searchrl.run ...)")
+        raise FileNotFoundError(f"no outputs folder at {root}; run a notebook first (python -m searchrl.runner ...)")
     columns = ["notebook", "run_id", "status", "started", "commit", "dirty", *_SUMMARY_PARAMS, "changed", "path"]
     folders = [root / notebook] if notebook else sorted(p for p in root.iterdir() if p.is_dir())
     defaults = RunConfig.defaults()

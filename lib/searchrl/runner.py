@@ -1,4 +1,4 @@
-"""Run a notebook with a parameter file into a new run folder: ``python -m searchrl.run NOTEBOOK -f PARAMS.yaml``.
+"""Run a notebook with a parameter file into a new run folder: ``python -m searchrl.runner NOTEBOOK -f PARAMS.yaml``.
 
 Everything that can be checked is checked before anything heavy starts: the notebook exists and has a cell tagged
 ``parameters`` holding only ``name = literal`` lines whose names are RunConfig fields; each parameter file is a
@@ -13,9 +13,9 @@ use by itself, so the injected cell shows exactly what this run changed.
 
 Examples::
 
-    python -m searchrl.run notebooks/quickstart.ipynb -f params/quickstart/cpu.yaml
-    python -m searchrl.run notebooks/quickstart.ipynb -f params/quickstart/cpu.yaml -p rl_steps 5 -p rewards "[em, f1]"
-    python -m searchrl.run --resume outputs/quickstart/20250101-120000-ab12
+    python -m searchrl.runner notebooks/quickstart.ipynb -f params/quickstart/cpu.yaml
+    python -m searchrl.runner notebooks/quickstart.ipynb -f params/quickstart/cpu.yaml -p rl_steps 5 -p rewards "[em, f1]"
+    python -m searchrl.runner --resume outputs/quickstart/20250101-120000-ab12
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from typing import Any
 import nbformat
 
 from searchrl.config import ConfigError, RunConfig, load_params_file, parse_scalar
-from searchrl.runs import (
+from searchrl.rundir import (
     RUN_DIR_ENV,
     create_run_dir,
     git_state,
@@ -293,7 +293,7 @@ def _notebook_of_run(run_dir: Path, notebook: str | Path | None) -> Path:
         if not chosen.is_absolute():  # recorded relative to the project root
             chosen = (project_root(run_dir) or Path.cwd()) / chosen
     if chosen is None:
-        raise NotebookError(f"cannot tell which notebook made {run_dir}; name it: python -m searchrl.run NOTEBOOK ...")
+        raise NotebookError(f"cannot tell which notebook made {run_dir}; name it: python -m searchrl.runner NOTEBOOK ...")
     if chosen.stem != run_dir.parent.name:
         raise NotebookError(f"{run_dir} is a run of {run_dir.parent.name!r}, not of {chosen.stem!r}")
     return chosen
@@ -469,7 +469,7 @@ def summarize(run_dir: Path) -> str:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m searchrl.run",
+        prog="python -m searchrl.runner",
         description="Execute a notebook with parameter files into a new run folder (outputs/<notebook>/<run id>/).",
     )
     parser.add_argument("notebook", nargs="?", help="the notebook to run, e.g. notebooks/quickstart.ipynb")
@@ -494,7 +494,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit code (0 ok, 1 failed, 2 bad input, 130 interrupted)."""
     args = _parser().parse_args(argv)
-    command = [sys.executable, "-m", "searchrl.run", *(sys.argv[1:] if argv is None else argv)]
+    command = [sys.executable, "-m", "searchrl.runner", *(sys.argv[1:] if argv is None else argv)]
     try:
         overrides = _parse_overrides(args.params)
         if args.dry_run:
