@@ -167,8 +167,7 @@ def main() -> None:
         def length_reward(completions, **kwargs):
             return [float(len(c) % 7) for c in completions]
 
-        search_args = SearchGRPOConfig(output_dir=tempfile.mkdtemp(), max_completion_length=args.max_completion,
-                                       retrieval_top_k=args.top_k, **common)
+        search_args = SearchGRPOConfig(output_dir=tempfile.mkdtemp(), rollout=rollout_cfg, **common)
         trainer = SearchGRPOTrainer(model=str(path), reward_funcs=[length_reward], args=search_args,
                                     train_dataset=data, retriever=retriever, processing_class=tok)
         trainer.train()

@@ -56,7 +56,7 @@ def test_unknown_key_names_key_source_and_suggestion(tmp_path: Path) -> None:
     ("key", "value", "expected"),
     [
         ("rl_steps", True, "expects int, got True (bool)"),
-        ("rl_steps", "20", "expects int, got '20' (str)"),
+        ("rl_steps", "twenty", "expects int, got 'twenty' (str)"),
         ("rl_steps", 2.5, "expects int"),
         ("learning_rate", "fast", "expects float"),
         ("use_peft", 1, "expects bool, got 1 (int)"),
@@ -81,7 +81,7 @@ def test_accepted_conversions() -> None:
 
 def test_direct_construction_validates_too() -> None:
     with pytest.raises(ConfigError, match="expects int"):
-        RunConfig(rl_steps="3")  # type: ignore[arg-type]
+        RunConfig(rl_steps="three")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="num_generations must be >= 2"):
         RunConfig(num_generations=1)
 
@@ -114,7 +114,7 @@ def test_semantic_error_names_the_source_that_set_the_value(tmp_path: Path) -> N
 
 def test_all_problems_are_reported_at_once() -> None:
     with pytest.raises(ConfigError) as err:
-        RunConfig.from_params({"seedd": 1, "rl_steps": "x", "use_peft": "yes"})
+        RunConfig.from_params({"seedd": 1, "rl_steps": "x", "use_peft": "maybe"})
     assert all(s in str(err.value) for s in ("'seedd'", "'rl_steps'", "'use_peft'"))
 
 
@@ -181,13 +181,63 @@ def test_empty_yaml_means_no_changes(tmp_path: Path) -> None:
 
 
 def test_from_globals_picks_fields_and_catches_typos() -> None:
-    namespace = {"seed": 4, "rewards": ["f1"], "np": object(), "Path": Path, "CONSTANT": "x", "results": [1, 2]}
+    namespace = {"seed": 4, "rewards": ["f1"], "np": object(), "Path": Path, "CONSTANT": "x", "In": [""], "Out": {},
+                 "_": 3}
     cfg = RunConfig.from_globals(namespace)
     assert cfg.seed == 4 and cfg.rewards == ["f1"]
+    # Every other plain value is a parameter papermill injected or a typo: each fails, with the nearest name.
+    with pytest.raises(ConfigError) as err:
+        RunConfig.from_globals({"seed": 1, "lr": 1e-4, "steps": 5, "top_K": 5, "results": [1, 2]})
+    for expected in ("'lr' (did you mean 'learning_rate'?)", "'steps' (did you mean 'rl_steps'?)",
+                     "'top_K' (did you mean 'top_k'?)", "'results'"):
+        assert expected in str(err.value)
     with pytest.raises(ConfigError, match=r"unknown parameter 'lerning_rate' \(did you mean 'learning_rate'\?\)"):
         RunConfig.from_globals({"seed": 1, "lerning_rate": 1e-4})
     with pytest.raises(ConfigError, match="expects int"):
         RunConfig.from_globals({"seed": "one"})
+
+
+def test_text_values_are_read_as_yaml_as_papermill_passes_them() -> None:
+    # `papermill -p rewards "[em]" -p learning_rate 1e-4` hands the kernel strings; PyYAML reads 1e-4 as text too.
+    cfg = RunConfig.from_globals({"rewards": "[em, f1]", "learning_rate": "1e-4", "rl_steps": "5", "bf16": "true",
+                                  "reward_options": "{f1: {max_words: 3}}"})
+    assert cfg.rewards == ["em", "f1"] and cfg.learning_rate == 1e-4 and cfg.rl_steps == 5 and cfg.bf16 is True
+    assert cfg.reward_options == {"f1": {"max_words": 3}}
+    assert RunConfig.from_params({"run_name": "2024"}).run_name == "2024"  # a text field keeps the text
+
+
+def test_rollout_settings_are_declared_once_and_travel_as_one_object() -> None:
+    from searchrl.rollout import RolloutConfig
+
+    rollout_fields = {f.name for f in dataclasses.fields(RolloutConfig)}
+    assert rollout_fields <= set(RunConfig.field_names())
+    cfg = RunConfig.from_params({"max_searches": 3, "top_k": 5, "temperature": 0.7, "max_completion_tokens": 300})
+    rollout = cfg.rollout_config()
+    assert type(rollout) is RolloutConfig
+    assert (rollout.max_searches, rollout.top_k, rollout.temperature, rollout.max_completion_tokens) == (3, 5, 0.7, 300)
+    with pytest.raises(ConfigError, match="did you mean 'max_completion_tokens'"):
+        RunConfig.from_params({"max_completion_length": 3})
+    with pytest.raises(ValueError, match="top_p must be in"):
+        RolloutConfig(top_p=0)
+
+
+def test_registry_names_presets_import_paths_and_reward_options_are_checked() -> None:
+    cfg = RunConfig.from_params({"rewards": ["preset:r1_searcher_stage2"],
+                                 "reward_options": {"f1": {"max_words": 5}}})
+    assert cfg.rewards == ["preset:r1_searcher_stage2"]
+    assert RunConfig.from_params({"rewards": ["searchrl.rewards.examples:concise_answer"]})
+    for params, expected in [
+        ({"rewards": ["preset:r1_searcher_stage3"]}, "did you mean 'r1_searcher_stage2'"),
+        ({"rewards": ["no_such_module_xyz:fn"]}, "cannot import module 'no_such_module_xyz'"),
+        ({"rewards": ["searchrl.rewards.examples:nothing_here"]}, "has no attribute 'nothing_here'"),
+        ({"rewards": ["f1"], "reward_options": {"em": {}}}, "not among this run's rewards"),
+        ({"rewards": ["f1"], "reward_options": {"f1": {"max_word": 5}}}, "did you mean 'max_words'"),
+        ({"protocol": "serch_r1"}, "did you mean 'search_r1'"),
+        ({"advantage_estimator": "reinforce++"}, "unknown advantage estimator"),
+        ({"rewards": ["f1", "preset:r1_searcher_stage2"]}, "more than once"),
+    ]:
+        with pytest.raises(ConfigError, match=re.escape(expected)):
+            RunConfig.from_params(params)
 
 
 def test_replace_validates_and_leaves_original() -> None:

@@ -18,6 +18,7 @@ from searchrl.evaluate import (
     trajectory_pieces,
 )
 from searchrl.protocols import get_protocol
+from searchrl.rollout import RolloutConfig
 
 ROWS = [
     make_row("q0", "When was Entity1 founded?", ["1901"], type="single_hop", hops=1, supporting_ids=["1"]),
@@ -35,7 +36,7 @@ SCRIPTS = [
 
 def _evaluate(tokenizer, scripts=SCRIPTS, rows=ROWS, **kwargs) -> EvalResult:
     gen = ScriptedGenerator(tokenizer, scripts)
-    kwargs = {"max_completion_tokens": 512, "progress": False, **kwargs}
+    kwargs = {"rollout": RolloutConfig(max_completion_tokens=512), "progress": False, **kwargs}
     return evaluate(None, tokenizer, MiniProtocol(), FakeRetriever(), rows, generator=gen, **kwargs)
 
 
@@ -107,8 +108,8 @@ def test_render_marks_retrieved_spans_and_escapes_html(tokenizer):
     retriever = FakeRetriever()
     retriever.docs[1] = Doc("1", "Entity1", "Entity1 <script>alert(1)</script> & co.")
     gen = ScriptedGenerator(tokenizer, [["<search>Entity1 & <b>x</b></search>", "<answer>a < b</answer>"]])
-    result = evaluate(None, tokenizer, protocol, retriever, ROWS[:1], generator=gen, max_completion_tokens=512,
-                      progress=False)
+    result = evaluate(None, tokenizer, protocol, retriever, ROWS[:1], generator=gen,
+                      rollout=RolloutConfig(max_completion_tokens=512), progress=False)
     record = result.records.iloc[0]
     page = render_trajectory(record, protocol)
     assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
@@ -150,7 +151,7 @@ def test_bad_rows_give_clear_errors(tokenizer):
         _evaluate(tokenizer, rows=[{"id": "x", "question": "q", "golden_answers": []}])
     with pytest.raises(TypeError, match="question"):
         _evaluate(tokenizer, rows=[{"id": "x", "golden_answers": ["a"]}])
-    with pytest.raises(ValueError, match="needs a model"):
+    with pytest.raises(ValueError, match="need a model"):
         evaluate(None, tokenizer, "search_r1", FakeRetriever(), ROWS, progress=False)
 
 
@@ -158,13 +159,15 @@ def test_real_generation_batches_and_restores_train_mode(tiny_policy):
     model, tokenizer = tiny_policy
     model.train()
     rows = [make_row(f"r{i}", f"Question number {i}?", ["x"], type="single_hop", hops=1) for i in range(3)]
-    result = evaluate(model, tokenizer, "search_r1", FakeRetriever(), rows, batch_size=2, max_completion_tokens=6,
+    result = evaluate(model, tokenizer, "search_r1", FakeRetriever(), rows, batch_size=2,
+                      rollout=RolloutConfig(max_completion_tokens=6),
                       progress=False)
     assert model.training  # put back in train mode after the greedy rollouts
     assert len(result.records) == 3 and isinstance(result.records, pd.DataFrame)
     assert (result.records["total_tokens"] <= 6).all() and result.config["batch_size"] == 2
     assert result.config["protocol"] == "search_r1"
     # Greedy decoding: the same questions give the same completions.
-    again = evaluate(model, tokenizer, "search_r1", FakeRetriever(), rows, batch_size=2, max_completion_tokens=6,
+    again = evaluate(model, tokenizer, "search_r1", FakeRetriever(), rows, batch_size=2,
+                      rollout=RolloutConfig(max_completion_tokens=6),
                      progress=False)
     assert list(again.records["completion"]) == list(result.records["completion"])

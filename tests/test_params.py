@@ -24,10 +24,13 @@ def test_params_file_validates_and_names_its_command(path):
     first = path.read_text().splitlines()[0]
     assert first.startswith("#") and "searchrl.runner" in first and f"notebooks/{path.parent.name}.ipynb" in first
     assert f"-f params/{path.parent.name}/{path.name}" in first
+    # Overlays name the profile they sit on first; validate them as the command line combines them.
+    words = first.split()
+    files = [ROOT / words[i + 1] for i, word in enumerate(words[:-1]) if word == "-f"]
     _, notebook = load_params_file(path)
     assert notebook in (None, path.parent.name)
-    RunConfig.from_params(None, path)
-    plan = plan_run(ROOT / "notebooks" / f"{path.parent.name}.ipynb", [path])
+    RunConfig.from_params(None, *files)
+    plan = plan_run(ROOT / "notebooks" / f"{path.parent.name}.ipynb", files)
     assert plan.name == path.parent.name
 
 
@@ -43,3 +46,17 @@ def test_notebook_is_thin_and_has_all_three_profiles(notebook):
             assert "def " not in cell.source and "class " not in cell.source, "notebooks call into searchrl"
     for profile in ("smoke", "cpu", "gpu"):
         assert (ROOT / "params" / notebook.stem / f"{profile}.yaml").exists()
+
+
+def test_a_preset_and_a_users_reward_are_chosen_by_name_from_params():
+    from searchrl.protocols import get_protocol
+    from searchrl.rewards import make_rewards
+
+    cfg = RunConfig.from_params(None, ROOT / "params/quickstart/cpu.yaml", ROOT / "params/quickstart/preset_r1_searcher.yaml")
+    funcs, weights = make_rewards(cfg.rewards, get_protocol(cfg.protocol), cfg.reward_weights)
+    assert [f.__name__ for f in funcs] == ["f1", "format_r1s_stage2"] and weights == [1.0, 1.0]
+    cfg = RunConfig.from_params(None, ROOT / "params/quickstart/cpu.yaml", ROOT / "params/quickstart/custom_reward.yaml")
+    funcs, weights = make_rewards(cfg.rewards, get_protocol(cfg.protocol), cfg.reward_weights)
+    assert [f.__name__ for f in funcs] == ["f1", "concise_answer"] and weights == [1.0, 0.2]
+    answer = "<think>x</think>\n<answer> {} </answer>"
+    assert funcs[1](prompts=["p", "p"], completions=[answer.format("Paris"), answer.format("a b c d e f g")]) == [1.0, 0.5]

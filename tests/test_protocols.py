@@ -116,7 +116,7 @@ def test_unknown_protocol_names_the_known_ones_and_the_nearest():
     with pytest.raises(ValueError) as err:
         get_protocol("serch_r1")
     message = str(err.value)
-    assert "search_r1" in message and "r_search" in message and "Did you mean 'search_r1'" in message
+    assert "search_r1" in message and "r_search" in message and "did you mean 'search_r1'" in message
     with pytest.raises(TypeError):
         get_protocol(3)
 

@@ -208,7 +208,7 @@ def test_registry_builds_by_name():
 
 
 def test_registry_unknown_name_suggests_the_nearest():
-    with pytest.raises(ValueError, match=r"known retrievers: bm25, dense\. Did you mean 'bm25'\?"):
+    with pytest.raises(ValueError, match=r"unknown retriever 'bm52' \(did you mean 'bm25'\?\); known: bm25, dense"):
         make_retriever("bm52", CORPUS)
 
 

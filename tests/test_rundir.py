@@ -22,9 +22,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from searchrl import runs
+from searchrl import rundir
 from searchrl.config import ConfigError, RunConfig
-from searchrl.runner import NotebookError, RunError, main, parameters_cell_values, plan_run, run_notebook
 from searchrl.rundir import (
     RUN_DIR_ENV,
     MetricsHistory,
@@ -40,6 +39,7 @@ from searchrl.rundir import (
     write_provenance,
     write_trajectories,
 )
+from searchrl.runner import NotebookError, RunError, main, parameters_cell_values, plan_run, run_notebook
 
 # --------------------------------------------------------------------------------------------------------------
 # run folders
@@ -56,9 +56,9 @@ def test_run_ids_never_collide(tmp_path: Path) -> None:
 def test_collision_draws_a_new_suffix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fixed = _dt.datetime(2025, 1, 2, 3, 4, 5)
     fake_dt = types.SimpleNamespace(datetime=types.SimpleNamespace(now=lambda *a: fixed), timezone=_dt.timezone)
-    monkeypatch.setattr(runs, "_dt", fake_dt)
+    monkeypatch.setattr(rundir, "_dt", fake_dt)
     suffixes = iter(["aaaa", "aaaa", "bbbb"])
-    monkeypatch.setattr(runs.secrets, "token_hex", lambda n: next(suffixes))
+    monkeypatch.setattr(rundir.secrets, "token_hex", lambda n: next(suffixes))
     first = create_run_dir("nb", root=tmp_path)
     second = create_run_dir("nb", root=tmp_path)
     assert first.name == "20250102-030405-aaaa" and second.name == "20250102-030405-bbbb"
@@ -113,7 +113,7 @@ def test_git_absent_or_not_a_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     def no_git(*args: object, **kwargs: object) -> None:
         raise FileNotFoundError("git")
 
-    monkeypatch.setattr(runs.subprocess, "run", no_git)
+    monkeypatch.setattr(rundir.subprocess, "run", no_git)
     assert git_state()["commit"] is None
     info = json.loads(write_provenance(tmp_path / "run", RunConfig()).read_text())
     assert info["git"]["commit"] is None
@@ -189,7 +189,7 @@ def test_history_survives_a_crash(tmp_path: Path) -> None:
 
 
 def test_history_csv_fallback_without_pyarrow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runs, "_have_pyarrow", lambda: False)
+    monkeypatch.setattr(rundir, "_have_pyarrow", lambda: False)
     history = MetricsHistory(tmp_path)
     history.append({"reward": 0.25})
     history.append({"reward": 0.5})
@@ -203,7 +203,7 @@ def test_history_callback_appends_trainer_logs(tmp_path: Path, monkeypatch: pyte
     # A stand-in for transformers (importing it takes seconds); the callback only relies on on_log's signature.
     monkeypatch.setitem(sys.modules, "transformers", types.SimpleNamespace(TrainerCallback=object))
     history = MetricsHistory(tmp_path)
-    callback = runs.history_callback(history)
+    callback = rundir.history_callback(history)
     state = types.SimpleNamespace(global_step=4, is_world_process_zero=True)
     callback.on_log(None, state, None, logs={"reward": 0.3, "loss": 0.1})
     callback.on_log(None, types.SimpleNamespace(global_step=5, is_world_process_zero=False), None, logs={"x": 1})

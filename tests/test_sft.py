@@ -11,18 +11,14 @@ import torch
 from fakes import FakeRetriever, MiniProtocol, ScriptedGenerator
 from searchrl.data.schema import make_row
 from searchrl.data.synthetic import make_world
+from searchrl.data.synthetic.trajectories import hop_plan, templated_trajectories
 from searchrl.models import tiny_test_policy
 from searchrl.protocols import get_protocol
 from searchrl.retrieval import BM25Retriever
-from searchrl.sft import (
-    IGNORE_INDEX,
-    hop_plan,
-    make_sft_trainer,
-    rejection_sampled_trajectories,
-    sft_train,
-    templated_trajectories,
-    tokenize_sft,
-)
+from searchrl.rollout import RolloutConfig
+from searchrl.sft import IGNORE_INDEX, make_sft_trainer, rejection_sampled_trajectories, sft_train, tokenize_sft
+
+SEARCH_R1 = get_protocol("search_r1")
 
 PROTOCOLS = ["search_r1", "r1_searcher", "r1_searcher_pp", "r_search"]
 TYPES = ["single_hop", "bridge", "comparison", "inference", "bridge_comparison"]
@@ -42,7 +38,7 @@ def _text(item) -> str:
     return "".join(text for text, _ in item["segments"])
 
 
-def test_hop_plans_read_the_first_entity_out_of_the_question(world):
+def test_hop_plans_come_from_the_question_generator(world):
     for row in world.questions("train"):
         hops = hop_plan(row)
         assert hops is not None, row
@@ -79,13 +75,13 @@ def test_templated_trajectories_are_valid_and_grounded(world, bm25, protocol_nam
 
 def test_templated_wording_follows_the_seed(world, bm25):
     rows = world.questions("train", "single_hop")
-    first = templated_trajectories(rows, "search_r1", bm25, seed=0)
-    again = templated_trajectories(rows, "search_r1", bm25, seed=0)
-    other = templated_trajectories(rows, "search_r1", bm25, seed=5)
+    first = templated_trajectories(rows, SEARCH_R1, bm25, seed=0)
+    again = templated_trajectories(rows, SEARCH_R1, bm25, seed=0)
+    other = templated_trajectories(rows, SEARCH_R1, bm25, seed=5)
     assert [_text(i) for i in first] == [_text(i) for i in again]
     assert [_text(i) for i in first] != [_text(i) for i in other]
     # Wording also depends only on the row, not on which other rows come with it.
-    assert _text(templated_trajectories(rows[3:4], "search_r1", bm25, seed=0)[0]) == _text(
+    assert _text(templated_trajectories(rows[3:4], SEARCH_R1, bm25, seed=0)[0]) == _text(
         next(i for i in first if i["id"] == rows[3]["id"]))
 
 
@@ -93,15 +89,15 @@ def test_rows_whose_answer_is_not_retrieved_are_skipped(world, bm25):
     rows = world.questions("train", "single_hop")
     # A retriever that knows nothing of this world: every answer is missing, so nothing may be kept.
     with pytest.raises(ValueError, match="kept none"):
-        templated_trajectories(rows, "search_r1", FakeRetriever())
+        templated_trajectories(rows, SEARCH_R1, FakeRetriever())
     with pytest.raises(ValueError, match="kept none"):
-        templated_trajectories(world.questions("train", "bridge_comparison"), "search_r1", bm25, max_searches=2)
-    partial = templated_trajectories(rows + [make_row("x", "Not synthetic?", ["a"])], "search_r1", bm25)
+        templated_trajectories(world.questions("train", "bridge_comparison"), SEARCH_R1, bm25, max_searches=2)
+    partial = templated_trajectories(rows + [make_row("x", "Not synthetic?", ["a"])], SEARCH_R1, bm25)
     assert all(item["id"] != "x" for item in partial)
 
 
 def test_labels_mask_prompt_and_observations_and_train_eos(world, bm25, tokenizer):
-    items = templated_trajectories(world.questions("train", "bridge")[:3], "search_r1", bm25, tokenizer=tokenizer,
+    items = templated_trajectories(world.questions("train", "bridge")[:3], SEARCH_R1, bm25, tokenizer=tokenizer,
                                    top_k=1)
     data = tokenize_sft(items, tokenizer, max_length=2048)
     assert data.column_names == ["input_ids", "attention_mask", "labels"]
@@ -145,7 +141,8 @@ def test_rejection_sampling_keeps_correct_valid_trajectories(tokenizer):
     gen = ScriptedGenerator(tokenizer, scripts)
     docs = FakeRetriever().docs
     items = rejection_sampled_trajectories(None, tokenizer, protocol, FakeRetriever(), rows, samples_per_question=3,
-                                           batch_size=6, generator=gen, max_completion_tokens=512, progress=False)
+                                           batch_size=6, generator=gen, rollout=RolloutConfig(max_completion_tokens=512),
+                                           progress=False)
     assert [(i["id"], i["completion"]) for i in items] == [
         ("a", scripts[0][0] + protocol.format_observation([docs[1], docs[0], docs[2]])
          + scripts[0][1]),
@@ -161,7 +158,7 @@ def test_rejection_sampling_keeps_correct_valid_trajectories(tokenizer):
     searched_only = rejection_sampled_trajectories(None, tokenizer, protocol, FakeRetriever(), rows,
                                                    samples_per_question=3, batch_size=6, require_search=True,
                                                    generator=ScriptedGenerator(tokenizer, scripts),
-                                                   max_completion_tokens=512, progress=False)
+                                                   rollout=RolloutConfig(max_completion_tokens=512), progress=False)
     assert [i["id"] for i in searched_only] == ["a"]
 
 
@@ -173,11 +170,18 @@ def _short_items(tokenizer, n=4):
              "segments": [("<search>Entity1</search>", True), (obs, False), ("<answer>1901</answer>", True)]}] * n
 
 
+def _sft_config(output_dir, **kwargs):
+    from trl import SFTConfig
+
+    return SFTConfig(output_dir=str(output_dir), use_cpu=True, bf16=False, activation_checkpointing=False,
+                     report_to="none", save_strategy="no", logging_steps=1, max_length=1024, **kwargs)
+
+
 def test_sft_train_lowers_the_loss_and_restores_mode(tokenizer, tmp_path):
     model, _ = tiny_test_policy(seed=1)  # a private copy: training changes the weights
     model.eval()
-    out = sft_train(model, tokenizer, _short_items(tokenizer), output_dir=tmp_path, max_steps=3, batch_size=4,
-                    learning_rate=1e-2, logging_steps=1)
+    out = sft_train(model, tokenizer, _short_items(tokenizer),
+                    _sft_config(tmp_path, max_steps=3, per_device_train_batch_size=4, learning_rate=1e-2))
     losses = [entry["loss"] for entry in out["history"] if "loss" in entry]
     assert len(losses) == 3 and all(math.isfinite(x) for x in losses)
     assert losses[-1] < losses[0]  # the same batch every step: the loss must fall
@@ -188,8 +192,8 @@ def test_sft_train_lowers_the_loss_and_restores_mode(tokenizer, tmp_path):
 def test_no_gradient_reaches_the_logits_of_retrieved_tokens(tokenizer, tmp_path):
     model, _ = tiny_test_policy(seed=2)
     model.train()
-    trainer = make_sft_trainer(model, tokenizer, _short_items(tokenizer, n=2), output_dir=tmp_path, max_steps=1,
-                               batch_size=2)
+    trainer = make_sft_trainer(model, tokenizer, _short_items(tokenizer, n=2),
+                               _sft_config(tmp_path, max_steps=1, per_device_train_batch_size=2))
     batch = trainer.data_collator([trainer.train_dataset[i] for i in range(2)])
     labels = batch["labels"][0]
     captured = {}

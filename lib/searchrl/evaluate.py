@@ -16,18 +16,19 @@ from __future__ import annotations
 import html
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from tqdm.auto import tqdm
 
+from searchrl.data.schema import check_rows
+from searchrl.progress import progress_bar
 from searchrl.protocols import get_protocol
 from searchrl.protocols.base import SearchProtocol
 from searchrl.rewards.metrics import cover_exact_match, exact_match, f1_score
-from searchrl.rollout import HFTurnGenerator, RolloutConfig, SearchRollout, Trajectory
+from searchrl.rollout import HFTurnGenerator, RolloutConfig, SearchRollout, Trajectory, TurnGenerator
 
 # Columns of `EvalResult.summary()` that are plain means over questions.
 SUMMARY_MEANS = ("em", "f1", "cem", "searches", "invalid_queries", "format_ok", "answered", "model_tokens",
@@ -36,24 +37,6 @@ BY_TYPE_MEANS = ("em", "f1", "cem", "searches", "format_ok", "answered", "model_
 
 
 # ------------------------------------------------------------------------------------------------ scoring
-
-
-def check_rows(rows: Sequence[Mapping], what: str = "evaluate") -> list[Mapping]:
-    """Rows as a list, each with a string `question` and non-empty `golden_answers` (clear error otherwise)."""
-    if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Sequence):
-        raise TypeError(f"{what} needs a list of question rows (dicts with question, golden_answers), "
-                        f"got {type(rows).__name__}")
-    rows = list(rows)
-    if not rows:
-        raise ValueError(f"{what} needs at least one question row; the list is empty")
-    for i, row in enumerate(rows):
-        if not isinstance(row, Mapping) or not isinstance(row.get("question"), str):
-            raise TypeError(f"rows[{i}] has no string 'question'; rows look like "
-                             "{'id', 'question', 'golden_answers', 'metadata'} (see searchrl.data.schema.make_row)")
-        golden = row.get("golden_answers")
-        if isinstance(golden, str) or not golden:
-            raise ValueError(f"rows[{i}] ({row.get('id', '?')}): 'golden_answers' must be a non-empty list of strings")
-    return rows
 
 
 def completion_text(traj: Trajectory, tokenizer) -> str:
@@ -175,6 +158,58 @@ def stage_table(results: Mapping[str, EvalResult]) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------------ evaluate
 
 
+def rollout_questions(
+    model,
+    tokenizer,
+    protocol: SearchProtocol,
+    retriever,
+    rows: Sequence[Mapping],
+    rollout: RolloutConfig,
+    *,
+    greedy: bool,
+    batch_size: int,
+    chat: bool = True,
+    repeats: int = 1,
+    generator: TurnGenerator | None = None,
+    desc: str = "rollouts",
+    progress: bool = True,
+    postfix: Callable[[], dict] | None = None,
+) -> Iterator[tuple[Mapping, str, list[Trajectory]]]:
+    """Roll out every question `repeats` times with the training engine; yields (row, prompt, trajectories).
+
+    The loop that evaluation and rejection sampling share: prompts built by the protocol, batches of `batch_size`
+    sequences (whole questions), the model in eval mode meanwhile (its mode restored after), and a progress bar
+    whose postfix `postfix()` gives after each batch (running scores, say).
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if generator is None:
+        if model is None:
+            raise ValueError("rollouts need a model (or a `generator` that produces the turns)")
+        generator = HFTurnGenerator.from_rollout(model, tokenizer, protocol.stop_strings, rollout, greedy=greedy)
+    engine = SearchRollout(protocol, retriever, tokenizer, generator, rollout)
+    was_training = getattr(model, "training", None)
+    if model is not None:
+        model.eval()
+    per_batch = max(1, batch_size // repeats)  # questions per batch, each repeated
+    bar = progress_bar(total=len(rows), desc=desc, unit="question", disable=not progress)
+    try:
+        for lo in range(0, len(rows), per_batch):
+            batch = rows[lo: lo + per_batch]
+            prompts = [protocol.build_prompt(r["question"], tokenizer, chat=chat) for r in batch]
+            prompt_ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+            trajs = engine.run([ids for ids in prompt_ids for _ in range(repeats)])
+            for q, (row, prompt) in enumerate(zip(batch, prompts)):
+                yield row, prompt, trajs[q * repeats: (q + 1) * repeats]
+            bar.update(len(batch))
+            if postfix is not None:
+                bar.set_postfix(postfix())
+    finally:
+        bar.close()
+        if model is not None and was_training is not None:
+            model.train(was_training)
+
+
 def evaluate(
     model,
     tokenizer,
@@ -182,60 +217,39 @@ def evaluate(
     retriever,
     rows: Sequence[Mapping],
     *,
+    rollout: RolloutConfig | None = None,
     batch_size: int = 16,
-    max_searches: int = 2,
-    top_k: int = 3,
-    max_completion_tokens: int = 256,
-    max_turn_tokens: int = 0,
     chat: bool = True,
     greedy: bool = True,
-    temperature: float = 1.0,
     progress: bool = True,
-    generator=None,
+    generator: TurnGenerator | None = None,
+    desc: str = "evaluate",
 ) -> EvalResult:
     """Roll out the policy on every question (batched, greedy by default) and score each one.
 
-    `protocol` is a `SearchProtocol` or its name. `generator` replaces the transformers generator (any
-    `TurnGenerator`, e.g. vLLM or a scripted one in tests); `model` may then be None. The model is put in eval mode
-    for the rollouts and its previous mode is restored afterwards.
+    `protocol` is a `SearchProtocol` or its name; `rollout` the search and token budgets (the run's
+    `RunConfig.rollout_config()`; default `RolloutConfig()`), whose temperature and top_p apply when `greedy` is
+    False. `generator` replaces the transformers generator (any `TurnGenerator`, e.g. vLLM or a scripted one in
+    tests); `model` may then be None. The model is put in eval mode for the rollouts and its previous mode restored.
 
-    Budgets are per question: `max_completion_tokens` counts sampled and appended tokens together, so it must leave
-    room for `max_searches` observations of `top_k` passages each (a synthetic-world passage is ~150 tokens).
-    `max_turn_tokens` caps one turn (0: no cap), so one rambling answer cannot hold up its whole batch.
+    `rollout.max_completion_tokens` counts sampled and appended tokens together, so it must leave room for
+    `max_searches` observations of `top_k` passages each (a synthetic-world passage is ~150 tokens).
     """
     rows = check_rows(rows)
     protocol = get_protocol(protocol)
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    if generator is None:
-        if model is None:
-            raise ValueError("evaluate needs a model (or a `generator` to produce the turns)")
-        generator = HFTurnGenerator(model, tokenizer, protocol.stop_strings, temperature=temperature, greedy=greedy)
-    config = RolloutConfig(max_searches=max_searches, top_k=top_k, max_completion_tokens=max_completion_tokens,
-                           max_turn_tokens=max_turn_tokens)
-    engine = SearchRollout(protocol, retriever, tokenizer, generator, config)
-
-    was_training = getattr(model, "training", None)
-    if model is not None:
-        model.eval()
+    rollout = rollout or RolloutConfig()
     records: list[dict[str, Any]] = []
+
+    def running() -> dict:
+        done = pd.DataFrame(records)
+        return {"em": f"{done['em'].mean():.3f}", "f1": f"{done['f1'].mean():.3f}",
+                "searches": f"{done['searches'].mean():.2f}"}
+
     start = time.perf_counter()
-    batches = range(0, len(rows), batch_size)
-    bar = tqdm(batches, desc="evaluate", unit="batch", disable=not progress)
-    try:
-        for lo in bar:
-            batch = rows[lo: lo + batch_size]
-            prompts = [protocol.build_prompt(r["question"], tokenizer, chat=chat) for r in batch]
-            prompt_ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
-            for row, traj in zip(batch, engine.run(prompt_ids)):
-                records.append(score_trajectory(row, traj, completion_text(traj, tokenizer), protocol))
-            done = pd.DataFrame(records)
-            bar.set_postfix(em=f"{done['em'].mean():.3f}", f1=f"{done['f1'].mean():.3f}",
-                            searches=f"{done['searches'].mean():.2f}")
-    finally:
-        bar.close()
-        if model is not None and was_training is not None:
-            model.train(was_training)
+    for row, _, (traj,) in rollout_questions(model, tokenizer, protocol, retriever, rows, rollout, greedy=greedy,
+                                             batch_size=batch_size, chat=chat, generator=generator, desc=desc,
+                                             progress=progress, postfix=running):
+        records.append(score_trajectory(row, traj, completion_text(traj, tokenizer), protocol))
     elapsed = time.perf_counter() - start
     settings = {
         "protocol": protocol.name,
@@ -243,13 +257,11 @@ def evaluate(
         "model": _model_name(model),
         "n": len(rows),
         "batch_size": batch_size,
-        "max_searches": max_searches,
-        "top_k": top_k,
-        "max_completion_tokens": max_completion_tokens,
+        "rollout": rollout.to_dict(),
         "chat": chat,
         "greedy": greedy,
-        "temperature": None if greedy else temperature,
         "seconds": round(elapsed, 2),
+        "questions_per_second": round(len(rows) / elapsed, 3) if elapsed > 0 else None,
     }
     return EvalResult(pd.DataFrame(records), settings)
 
@@ -413,6 +425,7 @@ __all__ = [
     "evaluate",
     "render_trajectory",
     "render_trajectory_text",
+    "rollout_questions",
     "score_trajectory",
     "stage_table",
     "trajectory_pieces",

@@ -125,9 +125,8 @@ class Experiment:
 
         cfg = self.cfg
         result = evaluate(model, self.tokenizer, self.protocol, self.retriever, self.eval_rows,
-                          batch_size=cfg.eval_batch_size, max_searches=cfg.max_searches, top_k=cfg.top_k,
-                          max_completion_tokens=cfg.max_completion_length, max_turn_tokens=cfg.max_turn_tokens,
-                          chat=cfg.chat_prompt)
+                          rollout=cfg.rollout_config(), batch_size=cfg.eval_batch_size, chat=cfg.chat_prompt,
+                          desc=f"evaluate: {stage}")
         slug = stage.replace(" ", "_")
         result.to_json(self.run_dir / "eval" / f"{slug}.json")
         result.trajectories_jsonl(self.run_dir / "trajectories" / f"{slug}.jsonl")
@@ -145,7 +144,10 @@ class Experiment:
 
     def cold_start(self, model):
         """SFT on templated trajectories with retrieved tokens masked out of the loss (R1-Searcher++ eq. 2)."""
-        from searchrl.sft import sft_train, templated_trajectories
+        from searchrl.data.synthetic.trajectories import templated_trajectories
+        from searchrl.progress import stage_progress
+        from searchrl.sft import make_sft_trainer
+        from searchrl.trainer.arguments import sft_args
 
         cfg = self.cfg
         if cfg.sft_examples <= 0:
@@ -156,63 +158,55 @@ class Experiment:
         rows = balanced_take(self.train_rows if cfg.dataset != "synthetic" else self.world.splits["train"],
                              cfg.sft_examples * 2, cfg.sft_question_types or None, cfg.seed + 2)
         items = templated_trajectories(rows, self.protocol, self.retriever, tokenizer=self.tokenizer,
-                                       chat=cfg.chat_prompt, top_k=cfg.top_k, seed=cfg.seed)
+                                       chat=cfg.chat_prompt, top_k=cfg.top_k, seed=cfg.seed,
+                                       max_searches=cfg.max_searches)
         items = items[: cfg.sft_examples]
-        log = sft_train(model, self.tokenizer, items, epochs=cfg.sft_epochs, learning_rate=cfg.sft_learning_rate,
-                        output_dir=str(self.run_dir / "sft"), seed=cfg.seed, report_to=cfg.report_to)
-        write_json(self.run_dir / "sft" / "history.json", log)
+        trainer = make_sft_trainer(model, self.tokenizer, items, sft_args(cfg, self.run_dir / "sft"))
+        trainer.add_callback(stage_progress("cold start", {"loss": "loss"}))
+        was_training = model.training
+        try:
+            output = trainer.train()
+        finally:
+            model.train(was_training)
+        write_json(self.run_dir / "sft" / "history.json",
+                   {"history": list(trainer.state.log_history), "train_loss": float(output.training_loss),
+                    "steps": int(trainer.state.global_step), "examples": len(items)})
         self.save_model(model, "cold_start")
         return model
 
     # ---- reinforcement learning -------------------------------------------------------------------------------
 
-    def search_grpo_config(self, output_dir: str | Path, rewards: list[str] | None = None):
-        """The trainer configuration this run's parameters describe."""
-        from searchrl.trainer import SearchGRPOConfig
+    def train_rl(self, model):
+        """RL with search rollouts over the run's schedule (one stage, or R1-Searcher's two: `two_stage`), each
+        stage starting from the previous one's weights; returns the trained model."""
+        from searchrl.trainer.schedules import rl_schedule
 
-        cfg = self.cfg
-        on_cpu = not torch.cuda.is_available() or cfg.device == "cpu"
-        return SearchGRPOConfig(
-            output_dir=str(output_dir), seed=cfg.seed, max_steps=cfg.rl_steps, learning_rate=cfg.learning_rate,
-            num_generations=cfg.num_generations, per_device_train_batch_size=cfg.prompts_per_step * cfg.num_generations,
-            gradient_accumulation_steps=cfg.gradient_accumulation_steps, beta=cfg.beta, loss_type=cfg.loss_type,
-            scale_rewards=cfg.scale_rewards, temperature=cfg.temperature,
-            max_completion_length=cfg.max_completion_length, protocol=cfg.protocol, max_searches=cfg.max_searches,
-            retrieval_top_k=cfg.top_k, max_turn_tokens=cfg.max_turn_tokens, mask_retrieved=cfg.mask_retrieved,
-            advantage_estimator=cfg.advantage_estimator, reward_kl_coef=cfg.reward_kl_coef, value_lr=cfg.value_lr,
-            drop_zero_variance=cfg.drop_zero_variance, reward_weights=cfg.reward_weights or None,
-            logging_steps=cfg.logging_steps, save_steps=cfg.save_steps, save_strategy="steps", save_total_limit=2,
-            report_to=cfg.report_to, use_cpu=on_cpu, bf16=cfg.bf16 and not on_cpu, use_vllm=cfg.use_vllm,
-            vllm_mode="colocate", vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
-            gradient_checkpointing=False, disable_tqdm=False,
-        )
+        for stage in rl_schedule(self.cfg):
+            model = self.train_stage(model, stage)
+        return model
 
-    def train_rl(self, model, *, rewards: list[str] | None = None, steps: int | None = None, name: str = "rl"):
-        """GRPO (or the configured estimator) with search rollouts; returns the trained model.
+    def train_stage(self, model, stage):
+        """One RL stage (`searchrl.trainer.schedules.Stage`). The policy is saved first so that TRL can rebuild the
+        KL reference model from its path; a resumed run continues from the stage's last complete checkpoint."""
+        from transformers.trainer_utils import get_last_checkpoint
 
-        With `two_stage: true` this runs R1-Searcher's schedule instead (see `train_two_stage`). The policy is
-        saved first so that TRL can rebuild the KL reference model from its path.
-        """
-        cfg = self.cfg
-        if cfg.two_stage and rewards is None and steps is None:
-            from searchrl.rewards import REWARD_PRESETS
-
-            stage1 = [reward for reward, _ in REWARD_PRESETS["r1_searcher_stage1"]]
-            return self.train_two_stage(model, stage1, list(cfg.rewards), cfg.stage1_steps,
-                                        cfg.rl_steps - cfg.stage1_steps)
-        from datasets import concatenate_datasets
-
+        from searchrl.progress import stage_progress
+        from searchrl.rewards import expand_rewards, make_rewards
         from searchrl.trainer import SearchGRPOTrainer, prompt_dataset
+        from searchrl.trainer.arguments import grpo_args
 
-        start = self.save_model(model, f"{name}_start")
-        args = self.search_grpo_config(self.run_dir / "checkpoints" / name)
-        if steps is not None:
-            args.max_steps = steps
-        if rewards is not None:
-            args.reward_weights = None  # the configured weights belong to cfg.rewards
+        cfg = self.cfg
+        used = {name for name, _ in expand_rewards(stage.rewards)}
+        options = {k: v for k, v in cfg.reward_options.items() if k in used}
+        funcs, weights = make_rewards(stage.rewards, self.protocol, stage.reward_weights or None, options)
+        start = self.save_model(model, f"{stage.name}_start")
+        args = grpo_args(cfg, self.run_dir / "checkpoints" / stage.name, max_steps=stage.steps,
+                         reward_weights=weights)
         data = prompt_dataset(self.train_rows, self.protocol, self.tokenizer, chat=cfg.chat_prompt)
         if cfg.balance_question_types:
             # Equal numbers of each question type, so one type cannot dominate the batch (and its advantages).
+            from datasets import concatenate_datasets
+
             groups = [data.filter(lambda t, q=q: t == q, input_columns="qtype") for q in sorted(set(data["qtype"]))]
             size = min(len(g) for g in groups)
             data = concatenate_datasets([g.shuffle(seed=cfg.seed).select(range(size)) for g in groups])
@@ -222,29 +216,19 @@ class Experiment:
 
             peft_config = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, task_type="CAUSAL_LM",
                                      target_modules="all-linear")
-        trainer = SearchGRPOTrainer(model=str(start), reward_funcs=list(rewards or cfg.rewards), args=args,
-                                    train_dataset=data, retriever=self.retriever, protocol=self.protocol,
-                                    processing_class=self.tokenizer, peft_config=peft_config,
-                                    callbacks=[history_callback(self.history)])
-        resume = None
-        if cfg.resume:
-            checkpoints = sorted(Path(args.output_dir).glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
-            if checkpoints:
-                resume = str(checkpoints[-1])
-                self.history.truncate_after(int(checkpoints[-1].name.split("-")[1]))
+        progress = stage_progress(stage.name, {"reward": "reward", "search/searches_per_sample": "searches"})
+        trainer = SearchGRPOTrainer(model=str(start), reward_funcs=funcs, args=args, train_dataset=data,
+                                    retriever=self.retriever, protocol=self.protocol, processing_class=self.tokenizer,
+                                    peft_config=peft_config, callbacks=[history_callback(self.history), progress])
+        resume = get_last_checkpoint(args.output_dir) if cfg.resume and Path(args.output_dir).is_dir() else None
+        if resume:
+            self.history.truncate_after(int(Path(resume).name.split("-")[1]))
         trainer.train(resume_from_checkpoint=resume)
         trained = trainer.accelerator.unwrap_model(trainer.model)
         if cfg.use_peft:
             trained = trained.merge_and_unload()
-        self.save_model(trained, name)
+        self.save_model(trained, stage.name)
         return trained
-
-    def train_two_stage(self, model, stage1_rewards: list[str], stage2_rewards: list[str], stage1_steps: int,
-                        stage2_steps: int):
-        """R1-Searcher's schedule in one call: stage-1 rewards (learn to retrieve), then stage 2 (learn to use
-        retrieval) starting from the stage-1 checkpoint."""
-        model = self.train_rl(model, rewards=stage1_rewards, steps=stage1_steps, name="rl_stage1")
-        return self.train_rl(model, rewards=stage2_rewards, steps=stage2_steps, name="rl_stage2")
 
     # ---- reporting --------------------------------------------------------------------------------------------
 

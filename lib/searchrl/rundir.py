@@ -136,18 +136,22 @@ def current_run_dir(notebook_name: str = "interactive", cfg: RunConfig | None = 
 
     Under the runner, ``SEARCHRL_RUN_DIR`` names it (parameters and provenance are already written). Run by hand,
     a fresh folder is created under ``cfg.output_root`` and ``params.yaml``, ``provenance.json`` and a "running"
-    status are written, so a hand-run leaves the same kind of folder. Each call by hand creates a new folder: call
+    status are written, so a hand-run leaves the same kind of folder; under plain papermill the executed notebook is
+    copied in when papermill exits (see ``searchrl.kernel_watch``). Each call by hand creates a new folder: call
     it once per notebook and pass the path on.
     """
+    from searchrl import kernel_watch
+
     env = os.environ.get(RUN_DIR_ENV)
     if env:
         path = Path(env)
         path.mkdir(parents=True, exist_ok=True)
-        return path
-    cfg = cfg or RunConfig()
-    path = create_run_dir(notebook_name, cfg.run_name, cfg.output_root)
-    write_provenance(path, cfg, notebook=notebook_name)
-    mark_status(path, "running")
+    else:
+        cfg = cfg or RunConfig()
+        path = create_run_dir(notebook_name, cfg.run_name, cfg.output_root)
+        write_provenance(path, cfg, notebook=notebook_name)
+        mark_status(path, "running")
+    kernel_watch.install(path, notebook_name)  # a failing cell marks the run failed, under any executor
     return path
 
 
@@ -355,14 +359,20 @@ class MetricsHistory:
         return len(self.rows)
 
     def append(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
-        """Add one row (``step`` defaults to the previous step + 1) and write the whole history to disk."""
+        """Add one row (``step`` defaults to the previous step + 1; values logged again at the last row's step are
+        merged into it) and write the whole history to disk."""
         row = {k: _plain(v) for k, v in metrics.items()}
         if step is not None:
             row[self.step_col] = int(step)
         elif self.step_col not in row:
             last = self.rows[-1].get(self.step_col, -1) if self.rows else -1
             row[self.step_col] = int(last) + 1
-        self.rows.append(row)
+        if self.rows and self.rows[-1].get(self.step_col) == row[self.step_col]:
+            # A second log at the same step (the trainer's end-of-training summary) joins that step's row, so
+            # every step is one row.
+            self.rows[-1].update(row)
+        else:
+            self.rows.append(row)
         self.flush()
 
     def truncate_after(self, step: int) -> None:

@@ -13,6 +13,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from searchrl.data.schema import Finish, Search, Think
+
 if TYPE_CHECKING:  # avoid importing the retrieval layer at run time
     from searchrl.data.schema import Doc
 
@@ -150,6 +152,42 @@ class SearchProtocol:
         body = _remove_all(body, (self.obs_open, self.obs_close, OBS_MARK))
         inner = f"{self.obs_inner_lead}{body}{self.obs_inner_trail}"
         return f"{self.obs_lead}{self.obs_open}{inner}{self.obs_close}{self.obs_trail}"
+
+    # ------------------------------------------------------------------------------------ writing trajectories
+
+    def render(self, steps: list[Think | Search | Finish]) -> list[tuple[str, bool]]:
+        """A written trajectory (for a cold start) as (text, trainable) segments in this protocol's format.
+
+        Thoughts and queries are the model's text (trainable); each search's documents become exactly the
+        observation the rollout engine would append (not trainable); `Finish` writes the last reasoning and the
+        answer. Subclasses change the layout through `render_thought`, `render_query` and `render_finish`.
+        """
+        segments: list[tuple[str, bool]] = []
+        pending, first = "", True
+        for step in steps:
+            if isinstance(step, Think):
+                pending += self.render_thought(step.text, first)
+                first = False
+            elif isinstance(step, Search):
+                segments += [(pending + self.render_query(step.query), True), (self.format_observation(step.docs), False)]
+                pending = ""
+            elif isinstance(step, Finish):
+                segments.append((pending + self.render_finish(step.reasoning, step.answer, step.evidence), True))
+                pending = ""
+            else:
+                raise TypeError(f"render takes Think, Search and Finish steps, got {type(step).__name__}")
+        return segments
+
+    def render_thought(self, text: str, first: bool) -> str:
+        """Reasoning before a search: plain text by default."""
+        return f"{text} "
+
+    def render_query(self, query: str) -> str:
+        return f"{self.query_open} {query} {self.query_close}"
+
+    def render_finish(self, reasoning: str, answer: str, evidence: list[str]) -> str:
+        """The last reasoning (its `{answer}` filled in) and the answer in its tags."""
+        return f"{reasoning.replace('{answer}', answer)}\n{self.answer_open} {answer} {self.answer_close}"
 
     # ---------------------------------------------------------------------------------------------- parsing
 

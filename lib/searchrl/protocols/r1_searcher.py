@@ -70,6 +70,13 @@ class R1SearcherProtocol(SearchProtocol):
     # answer in the released trajectories but a sentence-long one (see tests/test_protocols.py for the measured rate).
     max_answer_words = 20
 
+    def render_thought(self, text: str, first: bool) -> str:
+        """One <think> (pre-filled by the prompt) holds all reasoning and queries; the first thought follows it."""
+        return f"{' ' if first else ''}{text} "
+
+    def render_finish(self, reasoning: str, answer: str, evidence: list[str]) -> str:
+        return f"{reasoning.replace('{answer}', answer)} {self.think_close}\n{self.answer_open} {answer} {self.answer_close}"
+
     def parse(self, text: str) -> Parsed:
         """Queries, the answer, and R1-Searcher's three format rules (section 2.2.1)."""
         view = self.model_view(text)

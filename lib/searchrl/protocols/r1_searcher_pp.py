@@ -129,6 +129,10 @@ class R1SearcherPPProtocol(SearchProtocol):
             "{question}", str(question).strip()
         )
 
+    def render_finish(self, reasoning: str, answer: str, evidence: list[str]) -> str:
+        """Free text that names the answer in \\boxed{} where the reasoning reaches it."""
+        return reasoning.replace("{answer}", f"{self.answer_open}{answer}{self.answer_close}")
+
     def parse(self, text: str) -> Parsed:
         """Queries, internal spans, the last \\boxed{} answer, and the format rule of eq. 3."""
         view = self.model_view(text)

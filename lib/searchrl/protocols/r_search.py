@@ -88,6 +88,13 @@ class RSearchProtocol(SearchProtocol):
             evidence_ok=_one_box(view, self.evidence_open, self.evidence_close),
         )
 
+    def render_finish(self, reasoning: str, answer: str, evidence: list[str]) -> str:
+        """Reasoning, then the evidence box (when there is evidence), then the answer."""
+        text = f"{reasoning.replace('{answer}', answer)}\n"
+        if evidence:
+            text += f"{self.evidence_open} {' '.join(evidence)} {self.evidence_close}\n"
+        return text + f"{self.answer_open} {answer} {self.answer_close}"
+
     def parse(self, text: str) -> Parsed:
         """Queries, evidence, answer, and the format rules: one answer box, one evidence box when searched."""
         view = self.model_view(text)

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import difflib
-
 from searchrl.protocols.base import SearchProtocol
 from searchrl.protocols.r1_searcher import R1SearcherProtocol
 from searchrl.protocols.r1_searcher_pp import R1SearcherPPProtocol
 from searchrl.protocols.r_search import RSearchProtocol
 from searchrl.protocols.search_r1 import SearchR1Protocol
-
-PROTOCOLS: dict[str, type[SearchProtocol]] = {
-    cls.name: cls for cls in (SearchR1Protocol, R1SearcherProtocol, R1SearcherPPProtocol, RSearchProtocol)
-}
+from searchrl.registry import Registry
 
 
 def _normalize(name: str) -> str:
@@ -20,19 +15,26 @@ def _normalize(name: str) -> str:
     return name.strip().lower().replace("++", "_pp").replace("-", "_").replace(" ", "_")
 
 
+# name -> protocol class (instantiated without arguments).
+PROTOCOLS: Registry[type[SearchProtocol]] = Registry("protocol", normalize=_normalize)
+PROTOCOLS.register("search_r1", SearchR1Protocol, doc="Search-R1: <think>, <search>, <information>, <answer>")
+PROTOCOLS.register("r1_searcher", R1SearcherProtocol,
+                   doc="R1-Searcher: <|begin_of_query|> inside a pre-filled <think>, then <answer>")
+PROTOCOLS.register("r1_searcher_pp", R1SearcherPPProtocol,
+                   doc="R1-Searcher++: external search or internal answer spans, final \\boxed{}")
+PROTOCOLS.register("r_search", RSearchProtocol,
+                   doc="R-Search: <search>, <observation>, <original_evidence>, <answer>")
+
+
 def get_protocol(name: str | SearchProtocol) -> SearchProtocol:
-    """A fresh protocol instance for `name` (one of `PROTOCOLS`); an instance is returned unchanged."""
+    """A fresh protocol instance for `name` (a registered name or an import path); an instance is returned as is."""
     if isinstance(name, SearchProtocol):
         return name
-    if not isinstance(name, str):
-        raise TypeError(f"protocol name must be a string, got {type(name).__name__}")
-    key = _normalize(name)
-    if key in PROTOCOLS:
-        return PROTOCOLS[key]()
-    known = ", ".join(sorted(PROTOCOLS))
-    close = difflib.get_close_matches(key, list(PROTOCOLS), n=1, cutoff=0.4)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
-    raise ValueError(f"unknown protocol {name!r}; known protocols: {known}.{hint}")
+    entry = PROTOCOLS.get(name)
+    protocol = entry() if isinstance(entry, type) else entry
+    if not isinstance(protocol, SearchProtocol):
+        raise TypeError(f"protocol {name!r} must be a SearchProtocol subclass or instance, got {type(protocol).__name__}")
+    return protocol
 
 
 __all__ = ["PROTOCOLS", "get_protocol"]

@@ -45,6 +45,14 @@ class SearchR1Protocol(SearchProtocol):
         title, text = " ".join(doc.title.split()), " ".join(doc.text.split())
         return f"Doc {index}(Title: {title}) {text}"
 
+    def render_thought(self, text: str, first: bool) -> str:
+        """Every turn opens with its reasoning in <think>."""
+        return f"{self.think_open} {text} {self.think_close}\n"
+
+    def render_finish(self, reasoning: str, answer: str, evidence: list[str]) -> str:
+        return (f"{self.think_open} {reasoning.replace('{answer}', answer)} {self.think_close}\n"
+                f"{self.answer_open} {answer} {self.answer_close}")
+
     def parse(self, text: str) -> Parsed:
         """Queries, the last closed answer, and whether the completion follows the template's structure."""
         view = self.model_view(text)

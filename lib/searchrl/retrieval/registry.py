@@ -2,30 +2,26 @@
 
 from __future__ import annotations
 
-import difflib
 import inspect
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from searchrl.registry import Registry
 from searchrl.retrieval.base import BaseRetriever, Doc, read_manifest
 from searchrl.retrieval.bm25 import BM25Retriever
 from searchrl.retrieval.dense import DenseRetriever
 
-RETRIEVERS: dict[str, type[BaseRetriever]] = {
-    BM25Retriever.kind: BM25Retriever,
-    DenseRetriever.kind: DenseRetriever,
-}
+# name (the class's `kind`, also written into saved manifests) -> retriever class, built as cls(corpus, **options).
+RETRIEVERS: Registry[type[BaseRetriever]] = Registry("retriever", normalize=lambda name: name.strip().lower())
+RETRIEVERS.register(BM25Retriever.kind, BM25Retriever, doc="BM25 over the corpus (bm25s)")
+RETRIEVERS.register(DenseRetriever.kind, DenseRetriever,
+                    doc="dense embeddings (sentence-transformers) in a faiss index")
 
 
 def retriever_class(name: str) -> type[BaseRetriever]:
     """The class registered under `name`; unknown names raise ValueError with the known names and a suggestion."""
-    key = str(name).strip().lower()
-    if key in RETRIEVERS:
-        return RETRIEVERS[key]
-    close = difflib.get_close_matches(key, RETRIEVERS, n=1)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
-    raise ValueError(f"unknown retriever {name!r}; known retrievers: {', '.join(sorted(RETRIEVERS))}.{hint}")
+    return RETRIEVERS.get(name)
 
 
 def make_retriever(name: str, corpus: Sequence[Doc], **options: Any) -> BaseRetriever:

@@ -9,17 +9,28 @@ evidence reward can be configured to return it for completions without evidence 
 """
 
 from .answer import AnswerReward
-from .base import RewardFunction
+from .base import RewardFunction, RewardSpec
 from .evidence import EVIDENCE_TEMPLATE, EvidenceReward, TransformersAnswerer, evidence_prompt, load_answerer
 from .format import FormatReward, RSearchFormatReward, r_search_format_reward
 from .group import GroupReward, group_reward
 from .inputs import completion_text
 from .metrics import cover_exact_match, exact_match, f1_score, normalize_answer, word_count
-from .registry import REWARD_PRESETS, REWARDS, make_preset, make_reward, reward_options
-from .retrieval import RetrievalReward
+from .registry import (
+    PRESET_PREFIX,
+    REWARD_PRESETS,
+    REWARDS,
+    expand_rewards,
+    make_preset,
+    make_reward,
+    make_rewards,
+    reward_options,
+    reward_problems,
+)
+from .search_count import RetrievalReward
 
 __all__ = [
     "EVIDENCE_TEMPLATE",
+    "PRESET_PREFIX",
     "REWARDS",
     "REWARD_PRESETS",
     "AnswerReward",
@@ -29,18 +40,22 @@ __all__ = [
     "RSearchFormatReward",
     "RetrievalReward",
     "RewardFunction",
+    "RewardSpec",
     "TransformersAnswerer",
     "completion_text",
     "cover_exact_match",
     "evidence_prompt",
     "exact_match",
+    "expand_rewards",
     "f1_score",
     "group_reward",
     "load_answerer",
     "make_preset",
     "make_reward",
+    "make_rewards",
     "normalize_answer",
     "r_search_format_reward",
     "reward_options",
+    "reward_problems",
     "word_count",
 ]

@@ -15,7 +15,7 @@ from typing import Any
 
 from searchrl.protocols.base import SearchProtocol
 
-from .base import RewardFunction
+from .base import REWARDS, RewardFunction, RewardSpec
 from .inputs import Sample
 from .metrics import cover_exact_match, exact_match, f1_score, word_count
 
@@ -63,14 +63,11 @@ class AnswerReward(RewardFunction):
         return [self.score_answer(s.parsed.answer, s.golden_answers) for s in samples]
 
 
-# registry name -> (class, default options)
-ANSWER_REWARDS: dict[str, tuple[type[RewardFunction], dict[str, Any]]] = {
-    "em": (AnswerReward, {"metric": "em"}),
-    "cem": (AnswerReward, {"metric": "cem"}),
-    "f1": (AnswerReward, {"metric": "f1"}),
-    "em_pm1": (AnswerReward, {"metric": "em", "plus_minus_one": True}),
-    "cem_pm1": (AnswerReward, {"metric": "cem", "plus_minus_one": True}),
-    "cem_10w": (AnswerReward, {"metric": "cem", "max_words": 10}),
-}
+REWARDS.register("em", RewardSpec(AnswerReward, {"metric": "em"}), doc="exact match of the answer (Search-R1 eq. 3)")
+REWARDS.register("cem", RewardSpec(AnswerReward, {"metric": "cem"}), doc="cover exact match: a golden answer inside the answer")
+REWARDS.register("f1", RewardSpec(AnswerReward, {"metric": "f1"}), doc="word-level F1 of the answer (R1-Searcher eq. 4, R-Search eq. 3)")
+REWARDS.register("em_pm1", RewardSpec(AnswerReward, {"metric": "em", "plus_minus_one": True}), doc="+1 on exact match, else -1 (R1-Searcher eq. 5)")
+REWARDS.register("cem_pm1", RewardSpec(AnswerReward, {"metric": "cem", "plus_minus_one": True}), doc="+1 on cover match, else -1 (R1-Searcher eq. 5)")
+REWARDS.register("cem_10w", RewardSpec(AnswerReward, {"metric": "cem", "max_words": 10}), doc="cover match, wrong beyond 10 words (R1-Searcher++ eq. 4)")
 
-__all__ = ["ANSWER_REWARDS", "METRICS", "AnswerReward"]
+__all__ = ["METRICS", "AnswerReward"]

@@ -7,9 +7,11 @@ closures) so that they pickle with their protocol.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from searchrl.protocols.base import SearchProtocol
+from searchrl.registry import Registry
 
 from .inputs import Sample, read_samples
 
@@ -50,4 +52,16 @@ class RewardFunction:
         return f"{type(self).__name__}({self.__name__!r}, protocol={self.protocol.name!r})"
 
 
-__all__ = ["RewardFunction"]
+@dataclass(frozen=True)
+class RewardSpec:
+    """A registry entry: the class that computes a reward and the options that make it one paper's reward."""
+
+    cls: type[RewardFunction]
+    defaults: dict[str, Any] = field(default_factory=dict)
+
+
+# Every reward by name. Entries are RewardSpecs; a user's entry may also be a RewardFunction subclass, or a plain
+# function with TRL's reward signature (used as it is). Each module below registers its own rewards.
+REWARDS: Registry[Any] = Registry("reward")
+
+__all__ = ["REWARDS", "RewardFunction", "RewardSpec"]

@@ -20,7 +20,7 @@ from typing import Any
 
 from searchrl.protocols.base import SearchProtocol
 
-from .base import RewardFunction
+from .base import REWARDS, RewardFunction, RewardSpec
 from .inputs import Sample, column
 from .metrics import f1_score
 
@@ -168,14 +168,11 @@ class EvidenceReward(RewardFunction):
         return rewards
 
 
-EVIDENCE_REWARDS: dict[str, tuple[type[RewardFunction], dict[str, Any]]] = {
-    "evidence_r_search": (EvidenceReward, {}),
-}
+REWARDS.register("evidence_r_search", RewardSpec(EvidenceReward, {}), doc="F1 of a frozen model answering from the evidence (R-Search eq. 4)")
 
 __all__ = [
     "DEFAULT_ANSWERER_MODEL",
-    "EVIDENCE_REWARDS",
-    "EVIDENCE_TEMPLATE",
+        "EVIDENCE_TEMPLATE",
     "EvidenceReward",
     "TransformersAnswerer",
     "evidence_prompt",

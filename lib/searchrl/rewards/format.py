@@ -16,7 +16,7 @@ from typing import Any
 
 from searchrl.protocols.base import SearchProtocol
 
-from .base import RewardFunction
+from .base import REWARDS, RewardFunction, RewardSpec
 from .inputs import Sample
 
 # R-Search's evidence tags; a protocol may override them with `evidence_open` / `evidence_close` attributes.
@@ -104,18 +104,15 @@ class RSearchFormatReward(RewardFunction):
         ]
 
 
-FORMAT_REWARDS: dict[str, tuple[type[RewardFunction], dict[str, Any]]] = {
-    "format_r1s_stage1": (FormatReward, {"valid": 0.5, "invalid": 0.0}),
-    "format_r1s_stage2": (FormatReward, {"valid": 0.0, "invalid": -2.0}),
-    "format_r1spp": (FormatReward, {"valid": 0.0, "invalid": -2.0}),
-    "format_r_search": (RSearchFormatReward, {"gamma_e": 0.2, "gamma_a": 0.2}),
-    # R-Search "w/o Evidence" ablation (Table 3): the evidence part of the format reward is disabled.
-    "format_r_search_no_evidence": (RSearchFormatReward, {"gamma_e": 0.0, "gamma_a": 0.2}),
-}
+REWARDS.register("format_r1s_stage1", RewardSpec(FormatReward, {"valid": 0.5, "invalid": 0.0}), doc="0.5 when well formed (R1-Searcher eq. 2, stage 1)")
+REWARDS.register("format_r1s_stage2", RewardSpec(FormatReward, {"valid": 0.0, "invalid": -2.0}), doc="-2 when malformed (R1-Searcher eq. 3, stage 2)")
+REWARDS.register("format_r1spp", RewardSpec(FormatReward, {"valid": 0.0, "invalid": -2.0}), doc="-2 when malformed (R1-Searcher++ eq. 3)")
+REWARDS.register("format_r_search", RewardSpec(RSearchFormatReward, {"gamma_e": 0.2, "gamma_a": 0.2}), doc="answer and evidence boxes (R-Search eq. 5)")
+# R-Search "w/o Evidence" ablation (Table 3): the evidence part of the format reward is disabled.
+REWARDS.register("format_r_search_no_evidence", RewardSpec(RSearchFormatReward, {"gamma_e": 0.0, "gamma_a": 0.2}), doc="R-Search eq. 5 without its evidence part (Table 3 ablation)")
 
 __all__ = [
-    "FORMAT_REWARDS",
-    "FormatReward",
+        "FormatReward",
     "RSearchFormatReward",
     "has_one_box",
     "model_text",

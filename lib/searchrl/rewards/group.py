@@ -17,8 +17,8 @@ from typing import Any
 
 from searchrl.protocols.base import SearchProtocol
 
-from .answer import ANSWER_REWARDS, AnswerReward
-from .base import RewardFunction
+from .answer import AnswerReward
+from .base import REWARDS, RewardFunction, RewardSpec
 from .inputs import Sample, column, prompt_key
 
 
@@ -101,10 +101,11 @@ class GroupReward(RewardFunction):
         super().__init__(name, protocol)
         if eta < 0:
             raise ValueError(f"reward {name!r}: eta must be >= 0, got {eta}")
-        if correct_by not in ANSWER_REWARDS:
-            raise ValueError(f"reward {name!r}: correct_by must name an answer reward {sorted(ANSWER_REWARDS)}")
-        cls, defaults = ANSWER_REWARDS[correct_by]
-        self.correctness: AnswerReward = cls(f"{name}:{correct_by}", protocol, **defaults)
+        spec = REWARDS.get(correct_by) if correct_by in REWARDS else None
+        if not (isinstance(spec, RewardSpec) and issubclass(spec.cls, AnswerReward)):
+            answers = [n for n, s in REWARDS.items() if isinstance(s, RewardSpec) and issubclass(s.cls, AnswerReward)]
+            raise ValueError(f"reward {name!r}: correct_by must name an answer reward {answers}")  # noqa: TRY004
+        self.correctness: AnswerReward = spec.cls(f"{name}:{correct_by}", protocol, **spec.defaults)
         self.eta = float(eta)
         self.group_by = group_by
 
@@ -135,13 +136,10 @@ class GroupReward(RewardFunction):
         return rewards[offset : offset + len(local)]
 
 
-GROUP_REWARDS: dict[str, tuple[type[RewardFunction], dict[str, Any]]] = {
-    "group_r1spp": (GroupReward, {"eta": 2.0, "correct_by": "cem_10w", "group_by": "prompt"}),
-}
+REWARDS.register("group_r1spp", RewardSpec(GroupReward, {"eta": 2.0, "correct_by": "cem_10w", "group_by": "prompt"}), doc="fewest-retrieval correct answers get the retrieval-count variance (R1-Searcher++ eq. 5-6)")
 
 __all__ = [
-    "GROUP_REWARDS",
-    "GroupReward",
+        "GroupReward",
     "gather_across_processes",
     "group_reward",
     "rewards_by_group",

@@ -1,16 +1,26 @@
-"""Multi-turn search rollouts shared by training, evaluation and rejection sampling."""
+"""Multi-turn search rollouts shared by training, evaluation and rejection sampling.
 
-from searchrl.rollout.engine import RolloutConfig, SearchRollout, Trajectory, summarize
-from searchrl.rollout.generators import HFTurnGenerator, TurnGenerator, TurnOutput, VLLMTurnGenerator, cut_turn
+base.py        RolloutConfig (the rollout settings), TurnOutput, the TurnGenerator interface, turn trimming
+engine.py      SearchRollout: generate -> retrieve -> append, building env_mask where tokens are appended
+generators.py  turn generators: transformers (cached across turns, or whole-sequence) and vLLM
+kv_turns.py    the KV cache kept across turns; kv_batch.py its batch with hole columns
+"""
+
+from searchrl.rollout.base import RolloutConfig, TurnGenerator, TurnOutput, cut_turn, first_stop_end
+from searchrl.rollout.engine import SearchRollout, Trajectory, summarize
+from searchrl.rollout.generators import CachedHFTurnGenerator, HFTurnGenerator, Sampler, VLLMTurnGenerator
 
 __all__ = [
-           "HFTurnGenerator",
-           "RolloutConfig",
-           "SearchRollout",
-           "Trajectory",
-           "TurnGenerator",
-           "TurnOutput",
-           "VLLMTurnGenerator",
-           "cut_turn",
-           "summarize",
+    "CachedHFTurnGenerator",
+    "HFTurnGenerator",
+    "RolloutConfig",
+    "Sampler",
+    "SearchRollout",
+    "Trajectory",
+    "TurnGenerator",
+    "TurnOutput",
+    "VLLMTurnGenerator",
+    "cut_turn",
+    "first_stop_end",
+    "summarize",
 ]

@@ -10,22 +10,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from tqdm.auto import tqdm
-
+from searchrl.progress import progress_bar
 from searchrl.protocols.base import SearchProtocol
-from searchrl.rollout.generators import TurnGenerator, first_stop_end
-
-
-@dataclass
-class RolloutConfig:
-    """Budgets of one search rollout."""
-
-    max_searches: int = 2  # retrieval calls allowed per sample; a query beyond this gets a budget notice
-    top_k: int = 3  # documents appended per query
-    max_completion_tokens: int = 256  # sampled plus appended tokens per sample
-    max_turn_tokens: int = 0  # tokens one turn may sample before the sample is cut (0: only the total budget)
-    max_query_chars: int = 300  # longer queries are refused with a defined observation
-    budget_notice: str = "Search budget used up: answer now with what you found."
+from searchrl.rollout.base import RolloutConfig, TurnGenerator, first_stop_end
 
 
 @dataclass
@@ -79,8 +66,9 @@ class SearchRollout:
         trajs = [Trajectory(prompt_ids=list(p), budget=cfg.max_completion_tokens) for p in prompt_ids]
         # One turn per allowed search, one to answer, and one after a budget notice.
         max_turns = cfg.max_searches + 2
-        bar = tqdm(total=max_turns, desc="rollout turns", disable=not self.progress, leave=False)
-        reset = getattr(self.generator, "reset", None)  # a generator may keep state between the turns of a rollout
+        bar = progress_bar(total=max_turns, desc="rollout turns", disable=not self.progress, leave=False)
+        # A generator may keep state between the turns of a rollout (a KV cache); it must not outlive the rollout.
+        reset = getattr(self.generator, "reset", None)
         if reset:
             reset()
         try:

@@ -7,110 +7,41 @@ on vLLM.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
-
 import torch
 
-
-@dataclass
-class TurnOutput:
-    """The tokens one turn added to one sequence."""
-
-    token_ids: list[int]
-    finish: str  # "stop" (a stop string closed the turn), "eos", or "length"
-    logprobs: list[float] | None = None  # sampling log-probabilities of token_ids (vLLM), else None
+from searchrl.rollout.base import RolloutConfig, TurnOutput, cut_turn, first_stop_end
+from searchrl.rollout.kv_turns import KVTurns, kv_reuse_supported
 
 
-class TurnGenerator(Protocol):
-    """What the rollout engine needs from a generation backend."""
+class Sampler:
+    """Next token of every row from last-position logits: temperature, top-k and top-p as `generate` applies them,
+    then one draw from what is left (or the argmax when greedy)."""
 
-    def generate_turn(self, sequences: list[list[int]], max_new_tokens: list[int]) -> list[TurnOutput]:
-        """Continue every sequence until a stop string, EOS, or its own token budget.
+    def __init__(self, *, temperature: float = 1.0, top_p: float = 1.0, top_k: int | None = None,
+                 greedy: bool = False):
+        self.greedy = greedy or temperature <= 0
+        self.temperature, self.top_p, self.top_k = temperature, top_p, top_k
 
-        A generator may also define `reset()`, which the engine calls before and after each rollout, to drop state
-        kept between the turns of one rollout (such as a KV cache).
-        """
-        ...
+    def generate_kwargs(self) -> dict:
+        """The same sampling, as `model.generate` keyword arguments."""
+        if self.greedy:
+            return {"do_sample": False}
+        return {"do_sample": True, "temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k}
 
-
-def first_stop_end(text: str, stop_strings: list[str]) -> int | None:
-    """End offset of the earliest stop string in text, or None."""
-    ends = [text.find(s) + len(s) for s in stop_strings if s in text]
-    return min(ends) if ends else None
-
-
-def cut_turn(token_ids: list[int], tokenizer, stop_strings: list[str], eos_ids: set[int], budget: int) -> TurnOutput:
-    """Trim the raw new tokens of one row to the turn that was really generated.
-
-    Batched `generate` pads finished rows with the pad token, which for many models equals EOS; so a row that
-    stopped on a stop string looks like it ended in EOS. Decide by the text: if a stop string is complete before the
-    first EOS/pad, the turn ended there (keeping the token that completed it), otherwise the EOS ended it.
-    """
-    ids = list(token_ids[:budget])
-    first_eos = next((i for i, t in enumerate(ids) if t in eos_ids), None)
-    body = ids if first_eos is None else ids[:first_eos]
-    # Find the shortest prefix whose text holds a stop string: the token that completes the tag ends the turn.
-    text = tokenizer.decode(body, skip_special_tokens=False)
-    if first_stop_end(text, stop_strings) is not None:
-        lo, hi = 1, len(body)
-        while lo < hi:  # binary search on prefix length; decoding is monotone in containing the tag
-            mid = (lo + hi) // 2
-            if first_stop_end(tokenizer.decode(body[:mid], skip_special_tokens=False), stop_strings) is None:
-                lo = mid + 1
-            else:
-                hi = mid
-        return TurnOutput(body[:lo], "stop")
-    if first_eos is not None:
-        return TurnOutput(body + [ids[first_eos]], "eos")
-    return TurnOutput(body, "length")
-
-
-class HFTurnGenerator:
-    """Transformers generation with stop strings; works on CPU and GPU.
-
-    By default (`reuse_cache=True`) one KV cache lives through the whole rollout and each turn feeds only the new
-    tokens (see `kv_turns`); `reset()` drops it, and the rollout engine calls it at the start and end of every
-    rollout. With `reuse_cache=False`, or for models whose cache cannot hold holes, each turn is one `generate`
-    call over the whole sequence: rows left-padded into one batch, a stopping criterion built once.
-    """
-
-    def __init__(self, model, tokenizer, stop_strings: list[str], *, temperature: float = 1.0, top_p: float = 1.0,
-                 top_k: int | None = None, greedy: bool = False, reuse_cache: bool = True):
-        from transformers import StoppingCriteriaList, StopStringCriteria
-
-        from searchrl.rollout.kv_turns import KVTurns, kv_reuse_supported
-
-        self.model, self.tokenizer = model, tokenizer
-        self.stop_strings = list(stop_strings)
-        self.do_sample = not greedy and temperature > 0
-        self.sampling = {"temperature": temperature, "top_p": top_p, "top_k": top_k} if self.do_sample else {}
-        # Building the criterion scans the vocabulary; doing it once per engine keeps turns cheap.
-        self.criteria = StoppingCriteriaList([StopStringCriteria(tokenizer, self.stop_strings)]) if stop_strings else None
-        eos = model.generation_config.eos_token_id if model.generation_config is not None else None
-        eos = eos if isinstance(eos, list) else [eos] if eos is not None else []
-        self.eos_ids = {t for t in [*eos, tokenizer.eos_token_id] if t is not None}
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        self.kv = None
-        if reuse_cache and kv_reuse_supported(model):
-            self.kv = KVTurns(model, tokenizer, self.stop_strings, self.eos_ids, self.pad_id, self.sample)
-
-    def sample(self, logits: torch.Tensor) -> torch.Tensor:
-        """Next token of every row from last-position logits: temperature, top-k and top-p as `generate` applies
-        them, then one draw from what is left."""
-        if not self.do_sample:
+    def __call__(self, logits: torch.Tensor) -> torch.Tensor:
+        if self.greedy:
             return logits.argmax(dim=-1)
-        if self.sampling["temperature"] != 1.0:
-            logits = logits / self.sampling["temperature"]
-        k = self.sampling["top_k"]
+        if self.temperature != 1.0:
+            logits = logits / self.temperature
+        k = self.top_k
         if k and k < logits.size(-1):
             kth = logits.topk(k, dim=-1).values[..., -1:]
             logits = logits.masked_fill(logits < kth, float("-inf"))
-        if self.sampling["top_p"] < 1.0:
+        if self.top_p < 1.0:
             # Keep the smallest set of tokens whose probability reaches top_p (always at least the best one).
             sorted_logits, order = logits.sort(dim=-1, descending=True)
             probs = sorted_logits.softmax(dim=-1)
-            drop_sorted = probs.cumsum(dim=-1) - probs >= self.sampling["top_p"]
+            drop_sorted = probs.cumsum(dim=-1) - probs >= self.top_p
             drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
             logits = logits.masked_fill(drop, float("-inf"))
         # Inverse-CDF sampling: exact, and on CPU some 50x faster than torch.multinomial over a 49k vocabulary
@@ -119,16 +50,47 @@ class HFTurnGenerator:
         u = torch.rand(cdf.size(0), 1, dtype=cdf.dtype, device=cdf.device) * cdf[:, -1:]
         return torch.searchsorted(cdf, u, right=True).squeeze(-1).clamp(max=cdf.size(-1) - 1)
 
+
+class HFTurnGenerator:
+    """Transformers generation with stop strings, one `generate` call over the whole sequence per turn.
+
+    Works for every model on CPU and GPU. Rows are left-padded into one batch; the stop-string criterion is built
+    once. Constructing `HFTurnGenerator(..., reuse_cache=True)` (the default) returns a `CachedHFTurnGenerator`
+    instead when the model's cache supports it, so callers get the fast path without choosing.
+    """
+
+    def __new__(cls, model, *args, reuse_cache: bool = True, **kwargs):
+        chosen = CachedHFTurnGenerator if cls is HFTurnGenerator and reuse_cache and kv_reuse_supported(model) else cls
+        return super().__new__(chosen)
+
+    def __init__(self, model, tokenizer, stop_strings: list[str], *, temperature: float = 1.0, top_p: float = 1.0,
+                 top_k: int | None = None, greedy: bool = False, reuse_cache: bool = True):
+        from transformers import StoppingCriteriaList, StopStringCriteria
+
+        self.model, self.tokenizer = model, tokenizer
+        self.stop_strings = list(stop_strings)
+        self.sample = Sampler(temperature=temperature, top_p=top_p, top_k=top_k, greedy=greedy)
+        # Building the criterion scans the vocabulary; doing it once per generator keeps turns cheap.
+        self.criteria = StoppingCriteriaList([StopStringCriteria(tokenizer, self.stop_strings)]) if stop_strings else None
+        eos = model.generation_config.eos_token_id if model.generation_config is not None else None
+        eos = eos if isinstance(eos, list) else [eos] if eos is not None else []
+        self.eos_ids = {t for t in [*eos, tokenizer.eos_token_id] if t is not None}
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.kv: KVTurns | None = None  # the cached subclass keeps its cache here
+
+    @classmethod
+    def from_rollout(cls, model, tokenizer, stop_strings: list[str], rollout: RolloutConfig, *, greedy: bool = False,
+                     reuse_cache: bool = True, top_k: int | None = None) -> HFTurnGenerator:
+        """A generator sampling as `rollout` says (or greedily); `top_k` is a sampling top-k (TRL's, when training)."""
+        return cls(model, tokenizer, stop_strings, temperature=rollout.temperature, top_p=rollout.top_p, top_k=top_k,
+                   greedy=greedy, reuse_cache=reuse_cache)
+
     def reset(self) -> None:
-        """Forget the cached rollout (weights may have changed since)."""
-        if self.kv is not None:
-            self.kv.reset()
+        """Nothing is kept between turns here."""
 
     def generate_turn(self, sequences: list[list[int]], max_new_tokens: list[int]) -> list[TurnOutput]:
         if not sequences:
             return []
-        if self.kv is not None:
-            return self.kv.generate_turn(sequences, max_new_tokens)
         return self._generate_whole(sequences, max_new_tokens)
 
     @torch.no_grad()
@@ -144,16 +106,39 @@ class HFTurnGenerator:
             input_ids=input_ids.to(device),
             attention_mask=attention.to(device),
             max_new_tokens=max(max_new_tokens),
-            do_sample=self.do_sample,
             stopping_criteria=self.criteria,
             pad_token_id=self.pad_id,
             eos_token_id=sorted(self.eos_ids) or None,
-            **self.sampling,
+            **self.sample.generate_kwargs(),
         )
         new = out[:, width:].tolist()
         stop_ids = self.eos_ids | {self.pad_id}
         return [cut_turn(row, self.tokenizer, self.stop_strings, stop_ids, budget)
                 for row, budget in zip(new, max_new_tokens)]
+
+
+class CachedHFTurnGenerator(HFTurnGenerator):
+    """One KV cache lives through the whole rollout and each turn feeds only the new tokens (see `kv_turns`).
+
+    `reset()` drops the cache; the rollout engine calls it at the start and end of every rollout. Only for models
+    whose cache layers are plain full attention (`kv_reuse_supported`); `HFTurnGenerator` picks this class itself.
+    """
+
+    def __init__(self, model, tokenizer, stop_strings: list[str], **kwargs):
+        super().__init__(model, tokenizer, stop_strings, **kwargs)
+        if not kv_reuse_supported(model):
+            raise ValueError(f"{type(model).__name__}'s cache cannot hold holes (sliding window or hybrid layers); "
+                             "use HFTurnGenerator(..., reuse_cache=False)")
+        self.kv = KVTurns(model, tokenizer, self.stop_strings, self.eos_ids, self.pad_id, self.sample)
+
+    def reset(self) -> None:
+        """Forget the cached rollout (weights may have changed since)."""
+        self.kv.reset()
+
+    def generate_turn(self, sequences: list[list[int]], max_new_tokens: list[int]) -> list[TurnOutput]:
+        if not sequences:
+            return []
+        return self.kv.generate_turn(sequences, max_new_tokens)
 
 
 class VLLMTurnGenerator:

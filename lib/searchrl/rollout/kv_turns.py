@@ -13,7 +13,7 @@ still decode, was measured too: on a CPU a decode step costs about 50 ms plus 6 
 full saves little, and the joins cost more than that.)
 
 This works for models whose cache layers are plain full-attention `DynamicLayer`s (Llama, Qwen2, SmolLM, ...);
-`HFTurnGenerator` falls back to one `generate` call per turn for anything else (sliding windows, hybrid caches).
+`HFTurnGenerator` (the uncached generator) makes one `generate` call per turn for anything else (sliding windows, hybrid caches).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import time
 
 import torch
 
+from searchrl.rollout.base import TurnOutput
 from searchrl.rollout.kv_batch import KVBatch
 
 
@@ -134,8 +135,6 @@ class KVTurns:
 
     @torch.no_grad()
     def generate_turn(self, sequences: list[list[int]], max_new_tokens: list[int]):
-        from searchrl.rollout.generators import TurnOutput
-
         picks = self._match(sequences)
         if picks is None:
             logits = self._start(sequences)

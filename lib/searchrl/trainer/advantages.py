@@ -1,14 +1,36 @@
-"""Advantage estimators beyond TRL's GRPO, as pure tensor functions (tested on their own).
+"""Advantage estimators: pure tensor functions (tested on their own) and the registry the trainer picks from.
 
-TRL computes GRPO advantages inside `_generate_and_score_completions`; the trainer replaces them with these when
-another estimator is selected. `ppo` also needs a learned critic: see `searchrl.trainer.value`.
+TRL computes GRPO advantages inside `_generate_and_score_completions`; the trainer then looks the configured
+estimator up in `ADVANTAGE_ESTIMATORS` and, unless it returns None (keep TRL's), replaces them. Each entry takes
+an `AdvantageInputs` and returns (local batch, T) or (local batch,) advantages. `ppo` also needs a learned critic
+(see `searchrl.trainer.value`); an estimator says so with a `needs_critic = True` attribute.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import torch
 
-ADVANTAGE_ESTIMATORS = ("grpo", "rloo", "reinforce_pp", "ppo")
+from searchrl.registry import Registry
+
+
+@dataclass
+class AdvantageInputs:
+    """What an estimator may use, gathered by the trainer after TRL has scored the batch."""
+
+    rewards: torch.Tensor  # (global batch,) weighted reward sums, every process's samples in order
+    local: slice  # this process's rows of `rewards`
+    mask: torch.Tensor  # (local batch, T) 1 on tokens that train (sampled, not retrieved)
+    num_generations: int  # group size
+    kl_coef: float  # reward_kl_coef: KL penalty folded into the per-token reward
+    reward_kl: Callable[[], torch.Tensor]  # per-token KL to the starting policy, (local batch, T), computed on demand
+    global_sum: Callable[[torch.Tensor], torch.Tensor]  # sums a statistic over processes
+    critic_advantages: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None  # ppo: (rewards, mask)
+
+
+ADVANTAGE_ESTIMATORS: Registry[Callable[[AdvantageInputs], torch.Tensor | None]] = Registry("advantage estimator")
 
 
 def rloo_advantages(rewards: torch.Tensor, num_generations: int) -> torch.Tensor:
@@ -98,3 +120,35 @@ def _whiten(x: torch.Tensor, mask: torch.Tensor, global_sum=None) -> torch.Tenso
     # Two passes (mean, then squared deviations) keep the variance exact where sum-of-squares would cancel.
     var = global_sum((((x - mean) * mask) ** 2).sum()) / count
     return (x - mean) / (var.sqrt() + 1e-8) * mask
+
+
+# ---- the registry's entries ----------------------------------------------------------------------------------
+
+
+@ADVANTAGE_ESTIMATORS.register("grpo", doc="group-relative: (r - group mean) / group std, TRL's own computation")
+def grpo(inputs: AdvantageInputs) -> None:
+    return None  # TRL already computed these
+
+
+@ADVANTAGE_ESTIMATORS.register("rloo", doc="leave-one-out baseline within each group (R1-Searcher, RLOO)")
+def rloo(inputs: AdvantageInputs) -> torch.Tensor:
+    return rloo_advantages(inputs.rewards, inputs.num_generations)[inputs.local]
+
+
+@ADVANTAGE_ESTIMATORS.register("reinforce_pp",
+                               doc="REINFORCE++: per-token returns with KL in the reward, whitened over the batch")
+def reinforce_pp(inputs: AdvantageInputs) -> torch.Tensor:
+    kl = inputs.reward_kl() if inputs.kl_coef else None
+    return reinforce_pp_advantages(inputs.rewards[inputs.local], inputs.mask, kl, inputs.kl_coef,
+                                   global_sum=inputs.global_sum)
+
+
+@ADVANTAGE_ESTIMATORS.register("ppo", doc="PPO: GAE from a learned critic over the trained tokens (Search-R1)")
+def ppo(inputs: AdvantageInputs) -> torch.Tensor:
+    if inputs.critic_advantages is None:
+        raise RuntimeError("the ppo estimator needs a critic; the trainer builds one when the estimator's "
+                           "needs_critic is set")
+    return inputs.critic_advantages(inputs.rewards[inputs.local], inputs.mask)
+
+
+ppo.needs_critic = True

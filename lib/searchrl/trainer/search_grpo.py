@@ -10,6 +10,7 @@ is trained there and saved with each checkpoint. Tested against trl 1.16 (pinned
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import warnings
 from dataclasses import dataclass, field
@@ -19,25 +20,35 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOConfig, GRPOTrainer
 
 from searchrl.protocols.base import SearchProtocol
+from searchrl.quiet import silence_known_warnings
 from searchrl.rollout import HFTurnGenerator, RolloutConfig, SearchRollout, VLLMTurnGenerator, summarize
-from searchrl.trainer.advantages import ADVANTAGE_ESTIMATORS, gae_advantages, reinforce_pp_advantages, rloo_advantages
+from searchrl.trainer.advantages import ADVANTAGE_ESTIMATORS, AdvantageInputs, gae_advantages
 from searchrl.trainer.value import Critic, critic_from_policy, explained_variance, masked_mean
 
+silence_known_warnings()
+
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is the documented way to do this in 1.16
+
+# TRL's own fields that a search rollout decides: (GRPOConfig field, RolloutConfig field).
+_TRL_ROLLOUT_FIELDS = (("max_completion_length", "max_completion_tokens"), ("temperature", "temperature"),
+                       ("top_p", "top_p"))
+_GRPO_DEFAULTS = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
 
 
 @dataclass
 class SearchGRPOConfig(GRPOConfig):
-    """GRPOConfig plus the search settings. `max_completion_length` bounds sampled plus retrieved tokens."""
+    """GRPOConfig plus the search settings.
 
+    `rollout` holds the rollout settings (searches, documents, budgets, sampling). TRL reads its own copies of three
+    of them (`max_completion_length`, `temperature`, `top_p`: the temperature also scales the log-probs it trains
+    on), so they are set from `rollout` here; giving one of them a different value as well is an error. Without
+    `rollout`, one is built from those three TRL fields and the other settings' defaults.
+    """
+
+    rollout: RolloutConfig | None = field(default=None, metadata={"help": "Search rollout settings."})
     protocol: str = field(default="search_r1", metadata={"help": "Tag protocol: search_r1, r1_searcher, ..."})
-    max_searches: int = field(default=2, metadata={"help": "Retrieval calls allowed per sample."})
-    # Named apart from GRPOConfig.top_k, which is the sampling top-k.
-    retrieval_top_k: int = field(default=3, metadata={"help": "Documents appended per query."})
-    max_turn_tokens: int = field(default=0, metadata={"help": "Tokens one turn may sample (0: no cap beyond the budget)."})
-    max_query_chars: int = field(default=300, metadata={"help": "Longer queries get a refusal observation."})
     mask_retrieved: bool = field(default=True, metadata={"help": "Exclude retrieved tokens from loss and KL."})
-    advantage_estimator: str = field(default="grpo", metadata={"help": f"One of {ADVANTAGE_ESTIMATORS}."})
+    advantage_estimator: str = field(default="grpo", metadata={"help": "A name from ADVANTAGE_ESTIMATORS."})
     reward_kl_coef: float = field(
         default=0.0, metadata={"help": "reinforce_pp, ppo: KL penalty folded into the reward."}
     )
@@ -57,16 +68,30 @@ class SearchGRPOConfig(GRPOConfig):
     )
 
     def __post_init__(self):
+        if self.rollout is None:
+            self.rollout = RolloutConfig(max_completion_tokens=self.max_completion_length,
+                                         temperature=self.temperature, top_p=self.top_p)
+        for trl_name, ours in _TRL_ROLLOUT_FIELDS:
+            given, wanted = getattr(self, trl_name), getattr(self.rollout, ours)
+            if given != _GRPO_DEFAULTS[trl_name] and given != wanted:
+                raise ValueError(f"{trl_name}={given!r} disagrees with rollout.{ours}={wanted!r}; set it in "
+                                 "`rollout` only")
+            setattr(self, trl_name, wanted)
+        if self.rollout.temperature <= 0:
+            raise ValueError("training samples its rollouts: rollout.temperature must be > 0 (greedy decoding is "
+                             "for evaluation)")
         super().__post_init__()
-        if self.advantage_estimator not in ADVANTAGE_ESTIMATORS:
-            raise ValueError(f"advantage_estimator must be one of {ADVANTAGE_ESTIMATORS}, got "
-                             f"{self.advantage_estimator!r}")
-        if self.max_searches < 0 or self.retrieval_top_k < 1:
-            raise ValueError("max_searches must be >= 0 and retrieval_top_k >= 1")
+        ADVANTAGE_ESTIMATORS.get(self.advantage_estimator)  # unknown names fail here, with the nearest one
         if not (0 < self.gae_gamma <= 1 and 0 <= self.gae_lambda <= 1):
             raise ValueError("gae_gamma must be in (0, 1] and gae_lambda in [0, 1]")
         if self.value_lr <= 0 or self.critic_epochs < 1 or self.critic_mini_batch_size < 0:
             raise ValueError("value_lr must be > 0, critic_epochs >= 1 and critic_mini_batch_size >= 0")
+
+    def to_dict(self):
+        # Trackers and TRL's logging serialise the arguments as JSON; the rollout travels as its fields.
+        out = super().to_dict()
+        out["rollout"] = self.rollout.to_dict() if self.rollout is not None else None
+        return out
 
 
 class SearchGRPOTrainer(GRPOTrainer):
@@ -94,7 +119,7 @@ class SearchGRPOTrainer(GRPOTrainer):
         self._reward_ref_model = None
         self._last_rewards_per_func: torch.Tensor | None = None
         self.critic: Critic | None = None
-        if args.advantage_estimator == "ppo":
+        if getattr(ADVANTAGE_ESTIMATORS.get(args.advantage_estimator), "needs_critic", False):
             self.critic = Critic(critic_from_policy(self.accelerator.unwrap_model(self.model)), self.accelerator,
                                  lr=args.value_lr, clip=args.value_clip, epochs=args.critic_epochs,
                                  mini_batch_size=args.critic_mini_batch_size,
@@ -114,18 +139,15 @@ class SearchGRPOTrainer(GRPOTrainer):
     def engine(self) -> SearchRollout:
         if self._engine is None:
             tokenizer = self.processing_class
+            rollout = self.args.rollout
             if self.use_vllm:
                 generator = VLLMTurnGenerator(self.vllm_generation, tokenizer, self.protocol.stop_strings)
             else:
-                generator = HFTurnGenerator(self.accelerator.unwrap_model(self.model), tokenizer,
-                                            self.protocol.stop_strings, temperature=self.args.temperature,
-                                            top_p=self.args.top_p, top_k=self.args.top_k)
-            config = RolloutConfig(max_searches=self.args.max_searches, top_k=self.args.retrieval_top_k,
-                                   max_turn_tokens=self.args.max_turn_tokens,
-                                   max_completion_tokens=self.args.max_completion_length,
-                                   max_query_chars=self.args.max_query_chars)
+                # top_k here is TRL's sampling top-k; documents per search are rollout.top_k.
+                generator = HFTurnGenerator.from_rollout(self.accelerator.unwrap_model(self.model), tokenizer,
+                                                         self.protocol.stop_strings, rollout, top_k=self.args.top_k)
             collective = self.use_vllm and self.accelerator.num_processes > 1
-            self._engine = SearchRollout(self.protocol, self.retriever, tokenizer, generator, config,
+            self._engine = SearchRollout(self.protocol, self.retriever, tokenizer, generator, rollout,
                                          collective=collective)
         return self._engine
 
@@ -180,8 +202,8 @@ class SearchGRPOTrainer(GRPOTrainer):
         # reward, whitened over the global batch), PPO (GAE from a critic, which also trains here on the same batch)
         # and DAPO's removal of zero-variance groups need the rewards and masks after TRL has built them.
         output = super()._generate_and_score_completions(inputs)
-        estimator = self.args.advantage_estimator
-        if estimator == "grpo" and not self.args.drop_zero_variance:
+        estimator = ADVANTAGE_ESTIMATORS.get(self.args.advantage_estimator)
+        if self.args.advantage_estimator == "grpo" and not self.args.drop_zero_variance:
             return output
         mode = "train" if self.model.training else "eval"
         num_generations = self.num_generations if mode == "train" else self.num_generations_eval
@@ -189,14 +211,13 @@ class SearchGRPOTrainer(GRPOTrainer):
                    .unsqueeze(0)).nansum(dim=1)
         local = slice(self.accelerator.process_index * len(inputs), (self.accelerator.process_index + 1) * len(inputs))
         mask = output["completion_mask"] * output.get("tool_mask", torch.ones_like(output["completion_mask"]))
-        if estimator == "rloo":
-            output["advantages"] = rloo_advantages(rewards, num_generations)[local]
-        elif estimator == "reinforce_pp":
-            kl = self._reward_kl(output) if self.args.reward_kl_coef else None
-            output["advantages"] = reinforce_pp_advantages(rewards[local], mask, kl, self.args.reward_kl_coef,
-                                                           global_sum=self._global_sum)
-        elif estimator == "ppo":
-            output["advantages"] = self._ppo_advantages(output, rewards[local], mask, mode)
+        advantages = estimator(AdvantageInputs(
+            rewards=rewards, local=local, mask=mask, num_generations=num_generations,
+            kl_coef=self.args.reward_kl_coef, reward_kl=lambda: self._reward_kl(output), global_sum=self._global_sum,
+            critic_advantages=(lambda r, m: self._ppo_advantages(output, r, m, mode)) if self.critic else None,
+        ))
+        if advantages is not None:
+            output["advantages"] = advantages
         if self.args.drop_zero_variance:
             grouped = rewards.view(-1, num_generations)
             keep = (grouped.max(dim=1).values != grouped.min(dim=1).values).repeat_interleave(num_generations)[local]

@@ -9,7 +9,8 @@
   "Which film has the director who was born later, X or Y?"
 
 Every row records `type`, `hops`, `supporting_ids` (the passages that state the facts of the answer chain),
-`hop_answers` (the answer of each hop, in order) and, for the two comparison types, `choices`.
+`hop_answers` (the answer of each hop, in order), `hop_subjects` and `hop_keys` (whose fact each hop looks up: the
+cold-start templates write their queries from these) and, for the two comparison types, `choices`.
 Questions are sampled (not enumerated) so that a world of a million passages costs no more than a small one.
 """
 
@@ -148,7 +149,8 @@ class QuestionWriter:
         if qtype not in ("comparison", "bridge_comparison") and _mentions(question, answer):
             return None  # a question that spells out its own answer teaches nothing
         return make_row(row_id, question, [answer], type=qtype, hops=len(chain), supporting_ids=supporting,
-                        hop_answers=hop_answers, source="synthetic", **extra)
+                        hop_answers=hop_answers, hop_subjects=[e.name for e, _ in chain],
+                        hop_keys=[k for _, k in chain], source="synthetic", **extra)
 
     def _value(self, entity: Entity, key: str) -> str:
         value = entity.facts[key]

@@ -1,4 +1,4 @@
-"""R1-Searcher's Stage-1 retrieval reward (eq. 1): 0.5 when the model searched at least once (n >= 1), else 0.
+"""R1-Searcher's Stage-1 retrieval reward (eq. 1), a count of searches: 0.5 when the model searched at least once.
 
 It applies only in Stage 1, where the reward is retrieval + format (eq. 1 + eq. 2) and the answer is not scored;
 Stage 2 drops it (see REWARD_PRESETS). The count n is the rollout engine's `num_searches` when the rollout returns
@@ -11,7 +11,7 @@ from typing import Any
 
 from searchrl.protocols.base import SearchProtocol
 
-from .base import RewardFunction
+from .base import REWARDS, RewardFunction, RewardSpec
 from .inputs import Sample
 
 
@@ -31,8 +31,7 @@ class RetrievalReward(RewardFunction):
         return [self.value if s.num_searches >= self.min_searches else 0.0 for s in samples]
 
 
-RETRIEVAL_REWARDS: dict[str, tuple[type[RewardFunction], dict[str, Any]]] = {
-    "retrieval_r1s": (RetrievalReward, {"value": 0.5, "min_searches": 1}),
-}
+REWARDS.register("retrieval_r1s", RewardSpec(RetrievalReward, {"value": 0.5, "min_searches": 1}),
+                 doc="0.5 when the rollout searched at least once (R1-Searcher eq. 1, stage 1)")
 
-__all__ = ["RETRIEVAL_REWARDS", "RetrievalReward"]
+__all__ = ["RetrievalReward"]

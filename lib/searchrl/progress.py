@@ -1,0 +1,78 @@
+"""Progress bars that suit where the code runs, and the Trainer callback that shows one bar per training stage.
+
+In JupyterLab a bar is a widget; in a terminal, and in a notebook executed headless by papermill (the runner, or
+plain `papermill`), it is text on stderr, which the runner streams to the terminal (a widget there would show
+nothing while the cold start runs for minutes).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+from tqdm import std as tqdm_std
+
+
+@lru_cache(maxsize=1)
+def headless() -> bool:
+    """Whether nobody can see notebook widgets: outside a Jupyter kernel, or in a kernel papermill started."""
+    if "ipykernel" not in sys.modules:
+        return True
+    if os.environ.get("SEARCHRL_RUN_DIR"):  # set by the runner, which executes through papermill
+        return True
+    try:  # plain `papermill` starts the kernel as its own child
+        cmdline = Path(f"/proc/{os.getppid()}/cmdline").read_bytes().replace(b"\0", b" ")
+    except OSError:
+        return False
+    return b"papermill" in cmdline
+
+
+def progress_bar(*args, **kwargs):
+    """A tqdm bar: a widget in interactive Jupyter, plain text elsewhere."""
+    if headless():
+        kwargs.setdefault("file", sys.stderr)
+        kwargs.setdefault("dynamic_ncols", True)
+        return tqdm_std.tqdm(*args, **kwargs)
+    try:
+        from tqdm.notebook import tqdm as notebook_tqdm
+
+        return notebook_tqdm(*args, **kwargs)
+    except ImportError:  # no ipywidgets: text
+        return tqdm_std.tqdm(*args, **kwargs)
+
+
+def stage_progress(desc: str, metrics: dict[str, str]):
+    """A transformers TrainerCallback drawing one bar over a training stage's steps, with the latest logged values
+    of `metrics` ({log key: short label}) as its postfix (e.g. reward and searches per sample)."""
+    from transformers import TrainerCallback
+
+    class _StageProgress(TrainerCallback):
+        def __init__(self):
+            self.bar = None
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            if state.is_world_process_zero:
+                self.bar = progress_bar(total=state.max_steps, initial=state.global_step, desc=desc, unit="step")
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if self.bar is not None:
+                self.bar.update(state.global_step - self.bar.n)
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if self.bar is not None and logs:
+                shown = {label: f"{logs[key]:.3g}" for key, label in metrics.items()
+                         if isinstance(logs.get(key), (int, float))}
+                if shown:
+                    self.bar.set_postfix(shown)
+
+        def on_train_end(self, args, state, control, **kwargs):
+            if self.bar is not None:
+                self.bar.close()
+                self.bar = None
+
+    return _StageProgress()
+
+
+__all__ = ["headless", "progress_bar", "stage_progress"]

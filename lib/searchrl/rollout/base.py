@@ -1,0 +1,124 @@
+"""What every part of a search rollout agrees on: its settings, one turn's output, and the generator interface.
+
+`RolloutConfig` is the one declaration of the rollout settings (search budget, documents per search, turn and
+completion budgets, query limits, sampling). `RunConfig` inherits its fields, so a params file sets them by the
+same names; training (`SearchGRPOConfig.rollout`), evaluation, rejection sampling and the benchmarks take the
+object itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    """Budgets and sampling of one search rollout. Greedy evaluation uses the same object with sampling off."""
+
+    # == rollout ==
+    max_searches: int = 2
+    """Most searches one rollout may issue; a query beyond this gets a budget notice instead of documents."""
+    top_k: int = 3
+    """Documents returned per search."""
+    max_turn_tokens: int = 128
+    """Tokens one generation turn may sample; a longer turn ends the sample (0: only the total budget applies).
+    A batch turn lasts as long as its longest row, so this keeps one rambling sample from holding up the batch."""
+    max_completion_tokens: int = 256
+    """Most tokens in a whole completion, sampled and retrieved together (TRL's max_completion_length)."""
+    max_query_chars: int = 300
+    """Longer queries are refused with an observation saying so (nothing is searched)."""
+    budget_notice: str = "Search budget used up: answer now with what you found."
+    """The observation appended when a rollout asks for more than max_searches searches."""
+    temperature: float = 1.0
+    """Sampling temperature of training rollouts (0: greedy). Evaluation decodes greedily unless told otherwise."""
+    top_p: float = 1.0
+    """Nucleus sampling: sample from the smallest set of tokens whose probability reaches top_p (1: all)."""
+
+    def __post_init__(self) -> None:
+        problems = [message for _, message in rollout_problems(self)]
+        if problems:
+            raise ValueError("invalid RolloutConfig: " + "; ".join(problems))
+
+    def replace(self, **changes: Any) -> RolloutConfig:
+        """A copy with `changes` applied (and checked)."""
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as a plain dict (for JSON records of an evaluation)."""
+        return {f.name: getattr(self, f.name) for f in fields(RolloutConfig)}
+
+
+# Inclusive lower bounds of the numeric settings.
+_MINIMUMS = {"max_searches": 0, "top_k": 1, "max_turn_tokens": 0, "max_completion_tokens": 1, "max_query_chars": 1,
+             "temperature": 0.0}
+
+
+def rollout_problems(values: Any) -> list[tuple[str, str]]:
+    """(field, message) for every out-of-range rollout setting of `values` (an object with the field names)."""
+    problems = []
+    for name, low in _MINIMUMS.items():
+        value = getattr(values, name)
+        if isinstance(value, (int, float)) and value < low:
+            problems.append((name, f"{name} must be >= {low}, got {value!r}"))
+    top_p = values.top_p
+    if isinstance(top_p, (int, float)) and not 0 < top_p <= 1:
+        problems.append(("top_p", f"top_p must be in (0, 1], got {top_p!r}"))
+    return problems
+
+
+@dataclass
+class TurnOutput:
+    """The tokens one turn added to one sequence."""
+
+    token_ids: list[int]
+    finish: str  # "stop" (a stop string closed the turn), "eos", or "length"
+    logprobs: list[float] | None = None  # sampling log-probabilities of token_ids (vLLM), else None
+
+
+class TurnGenerator(Protocol):
+    """What the rollout engine needs from a generation backend."""
+
+    def generate_turn(self, sequences: list[list[int]], max_new_tokens: list[int]) -> list[TurnOutput]:
+        """Continue every sequence until a stop string, EOS, or its own token budget."""
+        ...
+
+    def reset(self) -> None:
+        """Drop state kept between the turns of one rollout (a KV cache); the engine calls it before and after
+        each rollout, because the weights may change in between."""
+        ...
+
+
+def first_stop_end(text: str, stop_strings: list[str]) -> int | None:
+    """End offset of the earliest stop string in text, or None."""
+    ends = [text.find(s) + len(s) for s in stop_strings if s in text]
+    return min(ends) if ends else None
+
+
+def cut_turn(token_ids: list[int], tokenizer, stop_strings: list[str], eos_ids: set[int], budget: int) -> TurnOutput:
+    """Trim the raw new tokens of one row to the turn that was really generated.
+
+    Batched `generate` pads finished rows with the pad token, which for many models equals EOS; so a row that
+    stopped on a stop string looks like it ended in EOS. Decide by the text: if a stop string is complete before the
+    first EOS/pad, the turn ended there (keeping the token that completed it), otherwise the EOS ended it.
+    """
+    ids = list(token_ids[:budget])
+    first_eos = next((i for i, t in enumerate(ids) if t in eos_ids), None)
+    body = ids if first_eos is None else ids[:first_eos]
+    # Find the shortest prefix whose text holds a stop string: the token that completes the tag ends the turn.
+    text = tokenizer.decode(body, skip_special_tokens=False)
+    if first_stop_end(text, stop_strings) is not None:
+        lo, hi = 1, len(body)
+        while lo < hi:  # binary search on prefix length; decoding is monotone in containing the tag
+            mid = (lo + hi) // 2
+            if first_stop_end(tokenizer.decode(body[:mid], skip_special_tokens=False), stop_strings) is None:
+                lo = mid + 1
+            else:
+                hi = mid
+        return TurnOutput(body[:lo], "stop")
+    if first_eos is not None:
+        return TurnOutput(body + [ids[first_eos]], "eos")
+    return TurnOutput(body, "length")
+
+
+__all__ = ["RolloutConfig", "TurnGenerator", "TurnOutput", "cut_turn", "first_stop_end", "rollout_problems"]

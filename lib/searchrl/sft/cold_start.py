@@ -1,0 +1,57 @@
+"""The supervised cold start: TRL's SFTTrainer on tokenized items whose retrieved tokens are masked from the loss.
+
+R1-Searcher++ (eq. 2) fine-tunes on search trajectories before RL with the loss restricted to the tokens the model
+writes: the documents the search engine appended are context, not targets. The masks are built in `tokenize_sft`;
+TRL's SFTTrainer (1.16) takes a pre-tokenized dataset with a `labels` column as is (it only truncates to
+`max_length` and drops rows without a trained token, and its collator pads labels with -100), so they reach the
+loss unchanged and TRL's loss, metrics and progress bar are kept.
+
+All training settings (device, precision, learning rate, epochs, ...) travel in one `SFTConfig`; a run builds it
+from its RunConfig in `searchrl.trainer.arguments.sft_args`, the same place that builds the RL arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from datasets import Dataset
+
+from searchrl.quiet import silence_known_warnings
+from searchrl.sft.tokenize import IGNORE_INDEX, tokenize_sft
+
+silence_known_warnings()
+
+
+def make_sft_trainer(model, tokenizer, items: Sequence[Mapping] | Dataset, args):
+    """An SFTTrainer over `items` (tokenized with `args.max_length` when they are not a Dataset yet)."""
+    from trl import SFTTrainer
+
+    dataset = items if isinstance(items, Dataset) else tokenize_sft(items, tokenizer, args.max_length or 1024)
+    return SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
+
+
+def sft_train(model, tokenizer, items: Sequence[Mapping] | Dataset, args) -> dict[str, Any]:
+    """Cold start `model` in place on `items` (or a dataset from `tokenize_sft`) with TRL's `SFTConfig` `args`.
+
+    Returns {"history": the trainer's log history (loss per logging step), "train_loss", "steps", "examples",
+    "trained_tokens", "seconds"}. The model's train/eval mode is restored afterwards.
+    """
+    was_training = model.training
+    trainer = make_sft_trainer(model, tokenizer, items, args)
+    dataset = trainer.train_dataset
+    try:
+        output = trainer.train()
+    finally:
+        model.train(was_training)
+    return {
+        "history": list(trainer.state.log_history),
+        "train_loss": float(output.training_loss),
+        "steps": int(trainer.state.global_step),
+        "examples": len(dataset),
+        "trained_tokens": int(sum(sum(label != IGNORE_INDEX for label in row) for row in dataset["labels"])),
+        "seconds": float(output.metrics.get("train_runtime", float("nan"))),
+    }
+
+
+__all__ = ["make_sft_trainer", "sft_train"]

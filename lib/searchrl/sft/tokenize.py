@@ -1,0 +1,83 @@
+"""Cold-start items -> input_ids and labels, with labels -100 on the prompt and on every retrieved token.
+
+Two kinds of items: written ones (`prompt` + `segments` [(text, trainable)], from the synthetic templates) and
+sampled ones (`prompt_ids` + `completion_ids` + `env_mask`, from rejection sampling). The retrieved-token mask is the
+same one throughout the project: `env_mask` 0 in rollouts, `tool_mask` 0 inside TRL, label -100 here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+
+from datasets import Dataset
+
+logger = logging.getLogger(__name__)
+
+IGNORE_INDEX = -100  # label value the loss skips (transformers and TRL convention)
+
+
+def _ids(tokenizer, text: str) -> list[int]:
+    # Pieces are tokenized one by one, as the rollout engine does (observations are tokenized on their own and
+    # appended), so SFT sees the same token boundaries around retrieved text as RL does.
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def _item_tokens(item: Mapping, tokenizer) -> tuple[list[int], list[int]]:
+    """(input_ids, labels) of one item, before the EOS and truncation."""
+    if "completion_ids" in item:
+        prompt = list(item.get("prompt_ids") or _ids(tokenizer, item["prompt"]))
+        completion, mask = list(item["completion_ids"]), list(item["env_mask"])
+        if len(completion) != len(mask):
+            raise ValueError(f"item {item.get('id', '?')}: completion_ids ({len(completion)}) and env_mask "
+                             f"({len(mask)}) differ in length")
+        labels = [t if m else IGNORE_INDEX for t, m in zip(completion, mask)]
+        return prompt + completion, [IGNORE_INDEX] * len(prompt) + labels
+    if "segments" not in item or "prompt" not in item:
+        raise ValueError("an SFT item needs 'prompt' and 'segments' [(text, trainable), ...] (templated_trajectories)"
+                         " or 'completion_ids' and 'env_mask' (rejection_sampled_trajectories); got keys "
+                         f"{sorted(item)}")
+    ids = _ids(tokenizer, item["prompt"])
+    labels = [IGNORE_INDEX] * len(ids)
+    for text, trainable in item["segments"]:
+        piece = _ids(tokenizer, text)
+        ids += piece
+        labels += piece if trainable else [IGNORE_INDEX] * len(piece)
+    return ids, labels
+
+
+def tokenize_sft(items: Sequence[Mapping], tokenizer, max_length: int = 1024) -> Dataset:
+    """Items -> a Dataset of input_ids, attention_mask and labels.
+
+    labels = -100 on the prompt and on non-trainable (retrieved) tokens; the EOS closing every item is trained, so
+    the model learns to stop after its answer. Items longer than `max_length` tokens are dropped (with a warning)
+    rather than cut: a cut trajectory would teach a half answer.
+    """
+    if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Sequence) or not items:
+        raise ValueError("tokenize_sft needs a non-empty list of items (from templated_trajectories or "
+                         "rejection_sampled_trajectories)")
+    eos = tokenizer.eos_token_id
+    if eos is None:
+        raise ValueError("the tokenizer has no eos_token_id; set tokenizer.eos_token before tokenizing SFT data")
+    columns: dict[str, list[list[int]]] = {"input_ids": [], "attention_mask": [], "labels": []}
+    too_long = 0
+    for item in items:
+        ids, labels = _item_tokens(item, tokenizer)
+        if not ids or ids[-1] != eos:
+            ids, labels = ids + [eos], labels + [eos]
+        if len(ids) > max_length:
+            too_long += 1
+            continue
+        columns["input_ids"].append(ids)
+        columns["attention_mask"].append([1] * len(ids))
+        columns["labels"].append(labels)
+    if too_long:
+        logger.warning("tokenize_sft: dropped %d of %d items longer than max_length=%d tokens", too_long, len(items),
+                       max_length)
+    if not columns["input_ids"]:
+        raise ValueError(f"every item is longer than max_length={max_length} tokens; raise max_length (a "
+                         "synthetic-world passage is ~150 tokens, a prompt ~250)")
+    return Dataset.from_dict(columns)
+
+
+__all__ = ["IGNORE_INDEX", "tokenize_sft"]

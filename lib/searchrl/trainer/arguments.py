@@ -1,0 +1,59 @@
+"""From a RunConfig to the TRL argument objects: SearchGRPOConfig for RL, SFTConfig for the cold start.
+
+Device and precision are decided once (`hardware_args`) for both, so the cold start and RL always run where and how
+the run says. bf16 is honoured on a CPU too: it runs as bfloat16 autocast, which is fast on CPUs with native bf16
+instructions (AVX512-BF16, AMX) and slow on others, so it is the user's choice, not switched off behind their back.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from searchrl.config import RunConfig
+
+
+def hardware_args(cfg: RunConfig) -> dict[str, Any]:
+    """`use_cpu` and `bf16` for a transformers Trainer, from the run's `device` and `bf16`."""
+    on_cpu = cfg.device == "cpu" or (cfg.device == "auto" and not torch.cuda.is_available())
+    return {"use_cpu": on_cpu, "bf16": cfg.bf16}
+
+
+def grpo_args(cfg: RunConfig, output_dir: str | Path, *, max_steps: int | None = None,
+              reward_weights: list[float] | None = None):
+    """The SearchGRPOConfig of this run: `max_steps` (default `rl_steps`) and the reward weights of one stage."""
+    from searchrl.trainer.search_grpo import SearchGRPOConfig
+
+    return SearchGRPOConfig(
+        output_dir=str(output_dir), seed=cfg.seed, max_steps=cfg.rl_steps if max_steps is None else max_steps,
+        learning_rate=cfg.learning_rate, num_generations=cfg.num_generations,
+        per_device_train_batch_size=cfg.prompts_per_step * cfg.num_generations,
+        gradient_accumulation_steps=cfg.gradient_accumulation_steps, beta=cfg.beta, loss_type=cfg.loss_type,
+        scale_rewards=cfg.scale_rewards, rollout=cfg.rollout_config(), protocol=cfg.protocol,
+        mask_retrieved=cfg.mask_retrieved, advantage_estimator=cfg.advantage_estimator,
+        reward_kl_coef=cfg.reward_kl_coef, value_lr=cfg.value_lr, drop_zero_variance=cfg.drop_zero_variance,
+        reward_weights=reward_weights, logging_steps=cfg.logging_steps, save_steps=cfg.save_steps,
+        save_strategy="steps", save_total_limit=2, report_to=cfg.report_to, use_vllm=cfg.use_vllm,
+        vllm_mode="colocate", vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+        activation_checkpointing=False, disable_tqdm=True,  # the run's own step bar replaces TRL's (progress.py)
+        **hardware_args(cfg),
+    )
+
+
+def sft_args(cfg: RunConfig, output_dir: str | Path, *, batch_size: int = 8, max_length: int = 1024):
+    """The SFTConfig of this run's cold start (nothing saved by the trainer: the run saves the model itself)."""
+    from trl import SFTConfig
+
+    return SFTConfig(
+        output_dir=str(output_dir), num_train_epochs=cfg.sft_epochs, learning_rate=cfg.sft_learning_rate,
+        per_device_train_batch_size=batch_size, max_length=max_length, seed=cfg.seed, logging_steps=5,
+        report_to=cfg.report_to, save_strategy="no",
+        # SFTConfig turns activation checkpointing on by default; a small model on a CPU only pays for it.
+        activation_checkpointing=False, disable_tqdm=True,
+        **hardware_args(cfg),
+    )
+
+
+__all__ = ["grpo_args", "hardware_args", "sft_args"]

@@ -1,0 +1,35 @@
+"""Training schedules: which rewards train for how many steps, in order.
+
+One stage by default. R1-Searcher's two-stage schedule (section 2.2) first rewards retrieving and the format only
+(`preset:r1_searcher_stage1`: eq. 1 + eq. 2), then the answer (the run's `rewards`, e.g.
+`preset:r1_searcher_stage2`: eq. 3 + eq. 4), the second stage starting from the first's weights.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from searchrl.config import RunConfig
+
+STAGE1_REWARDS = ["preset:r1_searcher_stage1"]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One RL stage: its name (its checkpoint folder), rewards as a run's `rewards` list, weights and steps."""
+
+    name: str
+    rewards: list[str]
+    steps: int
+    reward_weights: list[float] = field(default_factory=list)
+
+
+def rl_schedule(cfg: RunConfig) -> list[Stage]:
+    """The stages this run trains: `two_stage` splits `rl_steps` at `stage1_steps` (R1-Searcher)."""
+    if cfg.two_stage:
+        return [Stage("rl_stage1", list(STAGE1_REWARDS), cfg.stage1_steps),
+                Stage("rl_stage2", list(cfg.rewards), cfg.rl_steps - cfg.stage1_steps, list(cfg.reward_weights))]
+    return [Stage("rl", list(cfg.rewards), cfg.rl_steps, list(cfg.reward_weights))]
+
+
+__all__ = ["STAGE1_REWARDS", "Stage", "rl_schedule"]

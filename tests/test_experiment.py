@@ -1,0 +1,79 @@
+"""Every public method of Experiment on the tiny model: data, evaluation, cold start, RL, R1-Searcher's two-stage
+schedule, resume from a checkpoint, curves and tables. A broken schedule or stage fails here, not in a demo."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from searchrl.config import RunConfig
+from searchrl.experiment import Experiment
+from searchrl.rundir import RUN_DIR_ENV
+
+SMALL = {"model": "tiny-random", "world_entities": 40, "n_train": 8, "n_eval": 4, "eval_batch_size": 4,
+         "sft_examples": 4, "rl_steps": 2, "prompts_per_step": 1, "num_generations": 2, "max_searches": 1,
+         "max_completion_tokens": 48, "save_steps": 1, "world_passage_words": 20, "top_k": 1}
+
+
+def _experiment(tmp_path, monkeypatch, **changes):
+    run_dir = tmp_path / "run"
+    monkeypatch.setenv(RUN_DIR_ENV, str(run_dir))
+    return Experiment(RunConfig.from_params({**SMALL, "output_root": str(tmp_path), **changes}), notebook="t")
+
+
+@pytest.mark.slow
+def test_the_whole_quickstart_path(tmp_path, monkeypatch):
+    exp = _experiment(tmp_path, monkeypatch)
+    assert exp.data_summary()["eval_questions"] == 4
+    model = exp.load_model()
+    exp.evaluate(model, "untrained")
+    model = exp.cold_start(model)
+    assert (exp.run_dir / "checkpoints" / "cold_start" / "config.json").exists()
+    assert json.loads((exp.run_dir / "sft" / "history.json").read_text())["examples"] == 4
+    model = exp.train_rl(model)
+    assert (exp.run_dir / "checkpoints" / "rl" / "config.json").exists()
+    assert (exp.run_dir / "checkpoints" / "rl" / "checkpoint-2").is_dir()
+    history = exp.history.to_frame()
+    assert history["step"].max() == 2 and "reward" in history
+    exp.evaluate(model, "after RL")
+    table = exp.stage_table()
+    assert list(table.index) == ["untrained", "after RL"] and {"EM", "F1", "searches/question"} <= set(table)
+    assert (exp.run_dir / "eval" / "table.json").exists()
+    exp.curves()
+    exp.bars(table)
+    assert "searchrl-trajectory" in exp.show_trajectories("after RL", n=1)
+    assert (exp.run_dir / "figures" / "training_curves.png").exists()
+    assert exp.finish() == exp.run_dir
+    assert json.loads((exp.run_dir / "status.json").read_text())["status"] == "completed"
+
+
+@pytest.mark.slow
+def test_two_stage_schedule_trains_stage1_rewards_then_the_runs_own(tmp_path, monkeypatch):
+    exp = _experiment(tmp_path, monkeypatch, sft_examples=0, two_stage=True, rl_steps=2, stage1_steps=1,
+                      rewards=["preset:r1_searcher_stage2"], save_steps=10)
+    exp.train_rl(exp.load_model())
+    for stage in ("rl_stage1", "rl_stage2"):
+        assert (exp.run_dir / "checkpoints" / stage / "config.json").exists()
+    logged = exp.history.to_frame().columns
+    # Stage 1 logs R1-Searcher's retrieval and stage-1 format rewards, stage 2 the answer and stage-2 format rewards.
+    for reward in ("retrieval_r1s", "format_r1s_stage1", "f1", "format_r1s_stage2"):
+        assert any(reward in column for column in logged), (reward, list(logged))
+
+
+@pytest.mark.slow
+def test_resume_continues_from_the_last_checkpoint_and_keeps_the_cold_start(tmp_path, monkeypatch):
+    exp = _experiment(tmp_path, monkeypatch, rl_steps=1, sft_examples=2)
+    model = exp.cold_start(exp.load_model())
+    exp.train_rl(model)
+    assert exp.history.to_frame()["step"].tolist() == [1]
+    # The same run, resumed with more steps: the cold start is loaded, not redone, and RL starts at step 1.
+    again = _experiment(tmp_path, monkeypatch, rl_steps=2, sft_examples=2, resume=True)
+    sft_log = (again.run_dir / "sft" / "history.json").stat().st_mtime
+    model = again.cold_start(again.load_model())
+    assert (again.run_dir / "sft" / "history.json").stat().st_mtime == sft_log
+    again.train_rl(model)
+    steps = again.history.to_frame()["step"].tolist()
+    assert steps[0] == 1 and max(steps) == 2 and steps.count(1) == 1
+    assert isinstance(again.history.to_frame(), pd.DataFrame)
