@@ -56,7 +56,8 @@ def test_hop_plans_come_from_the_question_generator(world):
 def test_templated_trajectories_are_valid_and_grounded(world, bm25, protocol_name, tokenizer):
     protocol = get_protocol(protocol_name)
     rows = world.questions("train")
-    items = templated_trajectories(rows, protocol, bm25, tokenizer=tokenizer, top_k=3, seed=1)
+    items = templated_trajectories(rows, protocol, bm25, tokenizer=tokenizer, rollout=RolloutConfig(top_k=3, max_searches=4),
+                                   seed=1)
     assert {item["qtype"] for item in items} == set(TYPES)
     assert len(items) >= 0.8 * len(rows)
     for item in items:
@@ -91,14 +92,15 @@ def test_rows_whose_answer_is_not_retrieved_are_skipped(world, bm25):
     with pytest.raises(ValueError, match="kept none"):
         templated_trajectories(rows, SEARCH_R1, FakeRetriever())
     with pytest.raises(ValueError, match="kept none"):
-        templated_trajectories(world.questions("train", "bridge_comparison"), SEARCH_R1, bm25, max_searches=2)
+        templated_trajectories(world.questions("train", "bridge_comparison"), SEARCH_R1, bm25,
+                               rollout=RolloutConfig(max_searches=2))
     partial = templated_trajectories(rows + [make_row("x", "Not synthetic?", ["a"])], SEARCH_R1, bm25)
     assert all(item["id"] != "x" for item in partial)
 
 
 def test_labels_mask_prompt_and_observations_and_train_eos(world, bm25, tokenizer):
     items = templated_trajectories(world.questions("train", "bridge")[:3], SEARCH_R1, bm25, tokenizer=tokenizer,
-                                   top_k=1)
+                                   rollout=RolloutConfig(top_k=1, max_searches=4))
     data = tokenize_sft(items, tokenizer, max_length=2048)
     assert data.column_names == ["input_ids", "attention_mask", "labels"]
     eos = tokenizer.eos_token_id

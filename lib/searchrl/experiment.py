@@ -157,9 +157,8 @@ class Experiment:
             return self.load_model(str(done))  # a resumed run keeps the cold start it already paid for
         rows = balanced_take(self.train_rows if cfg.dataset != "synthetic" else self.world.splits["train"],
                              cfg.sft_examples * 2, cfg.sft_question_types or None, cfg.seed + 2)
-        items = templated_trajectories(rows, self.protocol, self.retriever, tokenizer=self.tokenizer,
-                                       chat=cfg.chat_prompt, top_k=cfg.top_k, seed=cfg.seed,
-                                       max_searches=cfg.max_searches)
+        items = templated_trajectories(rows, self.protocol, self.retriever, rollout=cfg.rollout_config(),
+                                       tokenizer=self.tokenizer, chat=cfg.chat_prompt, seed=cfg.seed)
         items = items[: cfg.sft_examples]
         trainer = make_sft_trainer(model, self.tokenizer, items, sft_args(cfg, self.run_dir / "sft"))
         trainer.add_callback(stage_progress("cold start", {"loss": "loss"}))

@@ -405,6 +405,7 @@ def _execute(
             stderr_file=sys.stderr if log_output else None,
             cwd=str(plan.cwd),
             execution_timeout=timeout,
+            kernel_manager_class=_local_kernel_manager(),
         )
     finally:
         logging.getLogger("papermill").removeFilter(quiet)
@@ -414,6 +415,21 @@ def _execute(
             os.environ.pop(RUN_DIR_ENV, None)
         else:
             os.environ[RUN_DIR_ENV] = previous_env
+
+
+def _local_kernel_manager():
+    """A kernel manager that talks to its kernel over local sockets (IPC) where the platform has them: the kernel
+    never listens on a network port, and it does not print its warning about unencrypted TCP on every run."""
+    from jupyter_client.manager import KernelManager
+    from traitlets import CaselessStrEnum
+
+    if os.name != "posix":
+        return KernelManager
+
+    class LocalKernelManager(KernelManager):
+        transport = CaselessStrEnum(["tcp", "ipc"], default_value="ipc", config=True)
+
+    return LocalKernelManager
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -460,6 +476,20 @@ def summarize(run_dir: Path) -> str:
     if figures:
         lines.append(f"  figures    {run_dir / 'figures'} ({', '.join(p.name for p in figures)})")
     return "\n".join(lines)
+
+
+def result_table(run_dir: Path) -> str | None:
+    """The run's stage table (eval/table.json) as text, the headline numbers first; None when there is none."""
+    rows = read_json(run_dir / "eval" / "table.json")
+    if not rows:
+        return None
+    import pandas as pd
+
+    table = pd.DataFrame(rows).set_index("stage")
+    first = [c for c in ("EM", "F1", "F1 multi-hop", "searches/question", "format-valid rate") if c in table]
+    table = table[first + [c for c in table if c not in first]]
+    with pd.option_context("display.width", 160, "display.max_columns", 20, "display.float_format", "{:.3f}".format):
+        return str(table)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -517,7 +547,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\n{err.status}: {err}", file=sys.stderr)
         print(summarize(err.run_dir), file=sys.stderr)
         return 130 if err.status == "interrupted" else 1
-    print("\ncompleted.\n" + summarize(run_dir))
+    table = result_table(run_dir)
+    print("\ncompleted." + (f"\n\n{table}\n" if table else "") + "\n" + summarize(run_dir))
     return 0
 
 

@@ -18,9 +18,12 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from searchrl.data.schema import Finish, Search, Think, check_rows
+
+if TYPE_CHECKING:  # annotation only: the data layer imports nothing below it
+    from searchrl.rollout.base import RolloutConfig
 
 logger = logging.getLogger(__name__)
 
@@ -120,21 +123,23 @@ def templated_trajectories(
     protocol,
     retriever,
     *,
+    rollout: RolloutConfig | None = None,
     tokenizer=None,
     chat: bool = True,
-    top_k: int = 3,
     seed: int = 0,
-    max_searches: int | None = None,
 ) -> list[dict[str, Any]]:
     """Cold-start trajectories in `protocol`'s format (a `SearchProtocol`), one per usable synthetic-world row.
 
     Each item: {"prompt": text, "segments": [(text, trainable), ...], "id", "question", "golden_answers", "qtype",
     "hops", "queries", "doc_ids"}. Observation segments (exactly the text the rollout engine appends) are not
     trainable. `tokenizer` and `chat` build the prompt the way evaluation and RL do (pass the policy's tokenizer:
-    without it the prompt is the plain, template-free one). Rows are skipped when their metadata records no hops,
-    when they need more than `max_searches` searches, or when any hop's answer is missing from the retrieved
-    documents.
+    without it the prompt is the plain, template-free one). `rollout` (the run's RolloutConfig) gives the documents
+    per search (`top_k`, default 3) and the search budget (`max_searches`, default: no limit). Rows are skipped when
+    their metadata records no hops, when they need more searches than the budget, or when any hop's answer is
+    missing from the retrieved documents.
     """
+    top_k = rollout.top_k if rollout is not None else 3
+    max_searches = rollout.max_searches if rollout is not None else None
     rows = check_rows(rows, "templated_trajectories")
     skipped: Counter = Counter()
     plans: list[tuple[Mapping, list[Hop], random.Random]] = []
