@@ -381,7 +381,7 @@ def test_run_then_resume_into_the_same_folder(demo: Path, tmp_path: Path) -> Non
 @pytest.mark.slow
 def test_failing_cell_saves_notebook_and_exits_nonzero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     nb = make_notebook(tmp_path / "broken.ipynb", "seed = 1\n", "x = 41", "raise ValueError(f'bad value {x + 1}')")
-    code = main([str(nb), "--output-root", str(tmp_path / "out"), "--no-progress", "--quiet"])
+    code = main([str(nb), "--output-root", str(tmp_path / "out"), "--quiet"])
     assert code == 1
     err = capsys.readouterr().err
     assert "ValueError: bad value 42" in err and "raise ValueError" in err and "broken.ipynb" in err

@@ -144,6 +144,8 @@ class Experiment:
 
     def cold_start(self, model):
         """SFT on templated trajectories with retrieved tokens masked out of the loss (R1-Searcher++ eq. 2)."""
+        from transformers import PrinterCallback
+
         from searchrl.data.synthetic.trajectories import templated_trajectories
         from searchrl.progress import stage_progress
         from searchrl.sft import make_sft_trainer
@@ -162,6 +164,7 @@ class Experiment:
         items = items[: cfg.sft_examples]
         trainer = make_sft_trainer(model, self.tokenizer, items, sft_args(cfg, self.run_dir / "sft"))
         trainer.add_callback(stage_progress("cold start", {"loss": "loss"}))
+        trainer.remove_callback(PrinterCallback)  # the stage bar shows progress; raw log dicts would only clutter
         was_training = model.training
         try:
             output = trainer.train()
@@ -187,6 +190,7 @@ class Experiment:
     def train_stage(self, model, stage):
         """One RL stage (`searchrl.trainer.schedules.Stage`). The policy is saved first so that TRL can rebuild the
         KL reference model from its path; a resumed run continues from the stage's last complete checkpoint."""
+        from transformers import PrinterCallback
         from transformers.trainer_utils import get_last_checkpoint
 
         from searchrl.progress import stage_progress
@@ -219,6 +223,7 @@ class Experiment:
         trainer = SearchGRPOTrainer(model=str(start), reward_funcs=funcs, args=args, train_dataset=data,
                                     retriever=self.retriever, protocol=self.protocol, processing_class=self.tokenizer,
                                     peft_config=peft_config, callbacks=[history_callback(self.history), progress])
+        trainer.remove_callback(PrinterCallback)  # the stage bar shows progress; raw log dicts would only clutter
         resume = get_last_checkpoint(args.output_dir) if cfg.resume and Path(args.output_dir).is_dir() else None
         if resume:
             self.history.truncate_after(int(Path(resume).name.split("-")[1]))

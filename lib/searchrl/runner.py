@@ -516,7 +516,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--resume", metavar="RUN_DIR", help="re-execute an earlier run into its folder, resume=true")
     parser.add_argument("--dry-run", action="store_true", help="check and print the resolved parameters; run nothing")
     parser.add_argument("--timeout", type=int, default=None, help="seconds a single cell may run (default: no limit)")
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument("--cell-progress", action="store_true",
+                        help="also show papermill's bar over notebook cells (each stage shows its own bar anyway)")
     parser.add_argument("--quiet", action="store_true", help="do not stream cell output to the terminal")
     return parser
 
@@ -537,7 +538,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_dir = run_notebook(
             args.notebook, args.files, overrides,
             run_name=args.run_name, output_root=args.output_root, resume_dir=args.resume,
-            progress_bar=not args.no_progress, log_output=not args.quiet,
+            progress_bar=args.cell_progress, log_output=not args.quiet,
             execution_timeout=args.timeout, command=command,
         )  # fmt: skip
     except (ConfigError, NotebookError) as err:
