@@ -65,6 +65,7 @@ def score_trajectory(row: Mapping, traj: Trajectory, text: str, protocol: Search
         "cem": cover_exact_match(answer, golden),
         "searches": traj.num_searches,
         "invalid_queries": traj.invalid_queries,
+        "empty_results": traj.empty_results,
         "format_ok": bool(parsed.format_ok),
         "answered": bool(answer and answer.strip()),
         "model_tokens": int(sum(traj.env_mask)),
@@ -224,6 +225,8 @@ def evaluate(
     progress: bool = True,
     generator: TurnGenerator | None = None,
     desc: str = "evaluate",
+    records_path: str | Path | None = None,
+    resume: bool = False,
 ) -> EvalResult:
     """Roll out the policy on every question (batched, greedy by default) and score each one.
 
@@ -234,11 +237,20 @@ def evaluate(
 
     `rollout.max_completion_tokens` counts sampled and appended tokens together, so it must leave room for
     `max_searches` observations of `top_k` passages each (a synthetic-world passage is ~150 tokens).
+
+    With `records_path`, each question's record is appended there (JSON lines) as soon as it is scored, so a
+    failure keeps what was done; with `resume`, the questions already recorded there are not rolled out again.
     """
     rows = check_rows(rows)
     protocol = get_protocol(protocol)
     rollout = rollout or RolloutConfig()
-    records: list[dict[str, Any]] = []
+    done = _recorded(records_path, rows) if resume else {}
+    records: list[dict[str, Any]] = list(done.values())
+    sink = None
+    if records_path is not None:
+        Path(records_path).parent.mkdir(parents=True, exist_ok=True)
+        sink = open(records_path, "a" if done else "w", encoding="utf-8")  # noqa: SIM115  (closed below)
+    todo = [row for row in rows if str(row.get("id", "")) not in done]
 
     def running() -> dict:
         done = pd.DataFrame(records)
@@ -246,11 +258,22 @@ def evaluate(
                 "searches": f"{done['searches'].mean():.2f}"}
 
     start = time.perf_counter()
-    for row, _, (traj,) in rollout_questions(model, tokenizer, protocol, retriever, rows, rollout, greedy=greedy,
-                                             batch_size=batch_size, chat=chat, generator=generator, desc=desc,
-                                             progress=progress, postfix=running):
-        records.append(score_trajectory(row, traj, completion_text(traj, tokenizer), protocol))
+    try:
+        if todo:
+            for row, _, (traj,) in rollout_questions(model, tokenizer, protocol, retriever, todo, rollout,
+                                                     greedy=greedy, batch_size=batch_size, chat=chat,
+                                                     generator=generator, desc=desc, progress=progress,
+                                                     postfix=running):
+                records.append(score_trajectory(row, traj, completion_text(traj, tokenizer), protocol))
+                if sink is not None:
+                    sink.write(json.dumps(records[-1], ensure_ascii=False, default=str) + "\n")
+                    sink.flush()
+    finally:
+        if sink is not None:
+            sink.close()
     elapsed = time.perf_counter() - start
+    order = {str(row.get("id", "")): i for i, row in enumerate(rows)}
+    records.sort(key=lambda r: order.get(str(r["id"]), len(order)))
     settings = {
         "protocol": protocol.name,
         "retriever": repr(retriever),
@@ -261,9 +284,26 @@ def evaluate(
         "chat": chat,
         "greedy": greedy,
         "seconds": round(elapsed, 2),
-        "questions_per_second": round(len(rows) / elapsed, 3) if elapsed > 0 else None,
+        "questions_per_second": round(len(todo) / elapsed, 3) if elapsed > 0 and todo else None,
+        "resumed_questions": len(done),
     }
     return EvalResult(pd.DataFrame(records), settings)
+
+
+def _recorded(path: str | Path | None, rows: Sequence[Mapping]) -> dict[str, dict[str, Any]]:
+    """Records already written to `path` for questions among `rows` (by id); a torn last line is ignored."""
+    if path is None or not Path(path).is_file():
+        return {}
+    wanted = {str(row.get("id", "")) for row in rows}
+    done = {}
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:  # the line being written when the run died
+            continue
+        if str(record.get("id")) in wanted:
+            done[str(record["id"])] = record
+    return done
 
 
 def _model_name(model) -> str:

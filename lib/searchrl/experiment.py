@@ -124,10 +124,11 @@ class Experiment:
         from searchrl.evaluate import evaluate
 
         cfg = self.cfg
+        slug = stage.replace(" ", "_")
         result = evaluate(model, self.tokenizer, self.protocol, self.retriever, self.eval_rows,
                           rollout=cfg.rollout_config(), batch_size=cfg.eval_batch_size, chat=cfg.chat_prompt,
-                          desc=f"evaluate: {stage}")
-        slug = stage.replace(" ", "_")
+                          desc=f"evaluate: {stage}", records_path=self.run_dir / "trajectories" / f"{slug}.jsonl",
+                          resume=cfg.resume)
         result.to_json(self.run_dir / "eval" / f"{slug}.json")
         result.trajectories_jsonl(self.run_dir / "trajectories" / f"{slug}.jsonl")
         self.results[stage] = result

@@ -7,12 +7,13 @@ kv_turns.py    the KV cache kept across turns; kv_batch.py its batch with hole c
 """
 
 from searchrl.rollout.base import RolloutConfig, TurnGenerator, TurnOutput, cut_turn, first_stop_end
-from searchrl.rollout.engine import SearchRollout, Trajectory, summarize
+from searchrl.rollout.engine import RetrieverError, SearchRollout, Trajectory, summarize
 from searchrl.rollout.generators import CachedHFTurnGenerator, HFTurnGenerator, Sampler, VLLMTurnGenerator
 
 __all__ = [
     "CachedHFTurnGenerator",
     "HFTurnGenerator",
+    "RetrieverError",
     "RolloutConfig",
     "Sampler",
     "SearchRollout",

@@ -30,6 +30,12 @@ class RolloutConfig:
     """Longer queries are refused with an observation saying so (nothing is searched)."""
     budget_notice: str = "Search budget used up: answer now with what you found."
     """The observation appended when a rollout asks for more than max_searches searches."""
+    retriever_timeout_s: float = 60.0
+    """Seconds one retriever call may take before it counts as failed (0: wait forever)."""
+    retriever_retries: int = 2
+    """Failed retriever calls retried (with doubling waits from retriever_backoff_s) before the run stops loudly."""
+    retriever_backoff_s: float = 1.0
+    """Wait before the first retry of a failed retriever call; each further retry waits twice as long."""
     temperature: float = 1.0
     """Sampling temperature of training rollouts (0: greedy). Evaluation decodes greedily unless told otherwise."""
     top_p: float = 1.0
@@ -51,7 +57,7 @@ class RolloutConfig:
 
 # Inclusive lower bounds of the numeric settings.
 _MINIMUMS = {"max_searches": 0, "top_k": 1, "max_turn_tokens": 0, "max_completion_tokens": 1, "max_query_chars": 1,
-             "temperature": 0.0}
+             "temperature": 0.0, "retriever_timeout_s": 0.0, "retriever_retries": 0, "retriever_backoff_s": 0.0}
 
 
 def rollout_problems(values: Any) -> list[tuple[str, str]]:

@@ -3,10 +3,16 @@
 One engine serves training (through TRL's `rollout_func`), evaluation and rejection sampling. The protocol decides
 tags and parsing; the engine knows nothing of any paper. The code that appends retrieved tokens is the code that
 writes their zeros into `env_mask`: nothing re-derives the mask from decoded text.
+
+The retriever contract is checked here, in one place (`SearchRollout.search`): one list of documents per query or a
+`RetrieverError`; empty lists are counted (`Trajectory.empty_results`, logged as `search/empty_results`); a call
+that raises or outlasts `retriever_timeout_s` is retried `retriever_retries` times with doubling waits, and a
+retriever that stays down stops the run with an error that says so, instead of training on missing documents.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 from dataclasses import dataclass, field
 
@@ -26,6 +32,7 @@ class Trajectory:
     queries: list[str] = field(default_factory=list)  # valid queries sent to the retriever
     doc_ids: list[list[str]] = field(default_factory=list)  # ids retrieved for each query
     invalid_queries: int = 0  # empty or over-long queries, answered with a refusal
+    empty_results: int = 0  # searches the retriever answered with no document
     hit_search_budget: bool = False  # asked for more searches than allowed
     hit_length_budget: bool = False  # the token budget ended the rollout
     finish: str = ""  # "answer" (closed answer / other stop), "eos", "length"
@@ -44,6 +51,10 @@ class Trajectory:
         self.completion_ids.extend(ids)
         self.env_mask.extend([1 if sampled else 0] * len(ids))
         self.logprobs.extend(logprobs if logprobs is not None else [float("nan")] * len(ids))
+
+
+class RetrieverError(RuntimeError):
+    """The retriever broke its contract (wrong number of result lists, not documents) or stayed down."""
 
 
 class SearchRollout:
@@ -133,13 +144,57 @@ class SearchRollout:
         if not pending:
             return
         # One retriever call for every pending query of the batch.
-        started = time.perf_counter()
-        results = self.retriever.search([q for _, q in pending], self.config.top_k)
-        self.retrieval_s += time.perf_counter() - started
-        for (traj, query), docs in zip(pending, results):
+        results = self.search([q for _, q in pending])
+        for (traj, query), docs in zip(pending, results, strict=True):
             traj.queries.append(query)
             traj.doc_ids.append([d.id for d in docs])
+            traj.empty_results += not docs
             self._append_observation(traj, self.protocol.format_observation(docs))
+
+    def search(self, queries: list[str]) -> list[list]:
+        """The retriever's documents for `queries`, checked: one list per query, retried on failure or timeout."""
+        cfg = self.config
+        failures: list[str] = []
+        for attempt in range(cfg.retriever_retries + 1):
+            if attempt:
+                time.sleep(cfg.retriever_backoff_s * 2 ** (attempt - 1))
+            started = time.perf_counter()
+            try:
+                results = self._call_retriever(queries)
+            except Exception as err:  # noqa: BLE001  (any failure of the retriever counts; the last one is raised)
+                failures.append(f"{type(err).__name__}: {err}")
+                continue
+            finally:
+                self.retrieval_s += time.perf_counter() - started
+            return self._checked(results, queries)
+        raise RetrieverError(
+            f"the retriever {self.retriever!r} failed {len(failures)} times in a row for a batch of {len(queries)} "
+            f"queries (last: {failures[-1]}); check it is up, or raise retriever_timeout_s / retriever_retries"
+        )
+
+    def _call_retriever(self, queries: list[str]):
+        timeout = self.config.retriever_timeout_s
+        if not timeout:
+            return self.retriever.search(queries, self.config.top_k)
+        # A worker thread, so that a hung retriever cannot hang the run; a call that times out is abandoned.
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="retriever")
+        try:
+            return pool.submit(self.retriever.search, queries, self.config.top_k).result(timeout=timeout)
+        except concurrent.futures.TimeoutError:
+            raise TimeoutError(f"no answer within retriever_timeout_s={timeout}") from None
+        finally:
+            pool.shutdown(wait=False)
+
+    def _checked(self, results, queries: list[str]) -> list[list]:
+        if not isinstance(results, (list, tuple)) or len(results) != len(queries):
+            got = f"{len(results)} result lists" if isinstance(results, (list, tuple)) else type(results).__name__
+            raise RetrieverError(f"the retriever {self.retriever!r} returned {got} for {len(queries)} queries; it "
+                                 "must return one list of documents per query, in order (empty when nothing matched)")
+        for docs in results:
+            if not isinstance(docs, (list, tuple)) or not all(hasattr(d, "id") and hasattr(d, "text") for d in docs):
+                raise RetrieverError(f"the retriever {self.retriever!r} returned {type(docs).__name__} for a query; "
+                                     "each result must be a list of Doc")
+        return [list(docs) for docs in results]
 
     def _append_observation(self, traj: Trajectory, text: str) -> None:
         ids = self.encode_observation(text)
@@ -165,6 +220,7 @@ def summarize(trajs: list[Trajectory]) -> dict[str, float]:
         "search/searches_per_sample": sum(t.num_searches for t in trajs) / n,
         "search/frac_searched": sum(t.num_searches > 0 for t in trajs) / n,
         "search/invalid_queries_per_sample": sum(t.invalid_queries for t in trajs) / n,
+        "search/empty_results": sum(t.empty_results for t in trajs) / n,
         "search/hit_search_budget": sum(t.hit_search_budget for t in trajs) / n,
         "search/hit_length_budget": sum(t.hit_length_budget for t in trajs) / n,
         "search/masked_token_frac": sum(m == 0 for t in trajs for m in t.env_mask) / max(tokens, 1),
