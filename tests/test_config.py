@@ -272,3 +272,26 @@ def test_every_params_file_in_the_repo_is_valid() -> None:
             plan_run(notebook, [path])  # keys, types and the notebook's parameters cell, without executing
         else:
             RunConfig.from_params(None, path)
+
+
+def test_what_can_be_known_before_work_is_checked_before_work(tmp_path: Path) -> None:
+    import torch
+
+    with pytest.raises(ConfigError, match="dataset: no such file"):
+        RunConfig.from_params({"dataset": str(tmp_path / "missing.jsonl"), "corpus": str(tmp_path)})
+    with pytest.raises(ConfigError, match="corpus is empty"):
+        RunConfig.from_params({"dataset": str(tmp_path)})
+    with pytest.raises(ConfigError, match="eval_split must be one of train, dev, test"):
+        RunConfig.from_params({"eval_split": "validation"})
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="no CUDA GPU is visible"):
+            RunConfig.from_params({"device": "cuda:0"})
+
+
+def test_rl_steps_zero_means_no_rl_stage() -> None:
+    from searchrl.trainer.schedules import rl_schedule
+
+    assert rl_schedule(RunConfig.from_params({"rl_steps": 0})) == []
+    assert [s.name for s in rl_schedule(RunConfig.from_params({"rl_steps": 3}))] == ["rl"]
+    two = rl_schedule(RunConfig.from_params({"rl_steps": 3, "two_stage": True, "stage1_steps": 3}))
+    assert [(s.name, s.steps) for s in two] == [("rl_stage1", 3)]

@@ -292,6 +292,16 @@ def test_unknown_p_key_is_rejected_before_execution(
     assert not out.exists()  # nothing was created
 
 
+def test_an_unusable_output_root_is_one_clear_line(demo: Path, tmp_path: Path, capsys) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    code = main([str(demo), "--output-root", str(blocker / "outputs")])
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: output_root: cannot create a run folder in")
+    assert "Traceback" not in "\n".join(err)
+
+
 def test_cli_exit_code_in_a_fresh_process(demo: Path, tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "searchrl.runner", str(demo), "-p", "rl_steps", "many", "--output-root", str(tmp_path)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)

@@ -434,12 +434,45 @@ def _semantic_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
             )
         )
     problems.extend(_registry_problems(values))
+    problems.extend(_environment_problems(values))
     if not values["rewards"] and values["rl_steps"] > 0:
         problems.append(("rewards", "rewards is empty but rl_steps > 0; name at least one reward"))
     if values["two_stage"] and not 0 < values["stage1_steps"] <= values["rl_steps"]:
         problems.append(
             ("stage1_steps", f"two_stage needs 0 < stage1_steps <= rl_steps, got stage1_steps={values['stage1_steps']}")
         )
+    return problems
+
+
+def _environment_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """What can be known before any work: data files exist, the device exists, the split exists."""
+    problems = []
+    if values["dataset"] != "synthetic":
+        for name in ("dataset", "corpus"):
+            path = Path(values[name]).expanduser() if values[name] else None
+            if path is None:
+                problems.append((name, f"{name} is empty; dataset is a file, so name the {name} file too"))
+            elif not path.exists():
+                problems.append((name, f"{name}: no such file {values[name]!r} (relative paths start at {Path.cwd()})"))
+    else:
+        from searchrl.data.synthetic.world import SPLITS
+
+        if values["eval_split"] not in SPLITS:
+            problems.append(("eval_split", f"eval_split must be one of {', '.join(SPLITS)} for the synthetic world, "
+                                           f"got {values['eval_split']!r}"))
+    device = values["device"]
+    if device.startswith("cuda") or device == "mps":
+        import torch
+
+        if device == "mps" and not torch.backends.mps.is_available():
+            problems.append(("device", "device is mps but this machine has no MPS device; use device: auto"))
+        elif device.startswith("cuda"):
+            index = int(device.split(":")[1]) if ":" in device else 0
+            if not torch.cuda.is_available():
+                problems.append(("device", f"device is {device} but no CUDA GPU is visible here; use device: auto "
+                                           "(GPU when present) or cpu"))
+            elif index >= torch.cuda.device_count():
+                problems.append(("device", f"device is {device} but only {torch.cuda.device_count()} GPU(s) exist"))
     return problems
 
 

@@ -241,6 +241,9 @@ class Experiment:
         from searchrl.plots import training_curves
 
         frame = self.history.to_frame()
+        if frame.empty:
+            print("No training steps were logged (rl_steps: 0?), so there are no training curves.")
+            return None
         fig = training_curves({self.cfg.run_name or self.run_dir.name: frame},
                               metrics=("reward", "completions/model_tokens", "search/searches_per_sample"))
         save_figure(fig, self.run_dir / "figures" / "training_curves.png")

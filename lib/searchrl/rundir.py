@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import yaml
 
-from searchrl.config import RunConfig
+from searchrl.config import ConfigError, RunConfig
 
 if TYPE_CHECKING:  # matplotlib is only needed by callers that save figures
     from matplotlib.figure import Figure
@@ -117,7 +117,13 @@ def create_run_dir(notebook_name: str, run_name: str = "", root: str | Path = "o
     """
     notebook = _slug(Path(notebook_name).stem) or "notebook"
     parent = resolve_output_root(root) / notebook
-    parent.mkdir(parents=True, exist_ok=True)
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise PermissionError(13, "Permission denied")
+    except OSError as err:
+        raise ConfigError(f"output_root: cannot create a run folder in {parent} ({err.strerror or err}); "
+                          "set output_root to a folder you can write") from None
     label = _slug(run_name)
     for _ in range(100):
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")

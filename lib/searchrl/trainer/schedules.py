@@ -25,11 +25,14 @@ class Stage:
 
 
 def rl_schedule(cfg: RunConfig) -> list[Stage]:
-    """The stages this run trains: `two_stage` splits `rl_steps` at `stage1_steps` (R1-Searcher)."""
+    """The stages this run trains: `two_stage` splits `rl_steps` at `stage1_steps` (R1-Searcher). Stages of zero
+    steps are left out (`rl_steps: 0` means no RL; TRL would read max_steps=0 as "train by epochs")."""
     if cfg.two_stage:
-        return [Stage("rl_stage1", list(STAGE1_REWARDS), cfg.stage1_steps),
-                Stage("rl_stage2", list(cfg.rewards), cfg.rl_steps - cfg.stage1_steps, list(cfg.reward_weights))]
-    return [Stage("rl", list(cfg.rewards), cfg.rl_steps, list(cfg.reward_weights))]
+        stages = [Stage("rl_stage1", list(STAGE1_REWARDS), cfg.stage1_steps),
+                  Stage("rl_stage2", list(cfg.rewards), cfg.rl_steps - cfg.stage1_steps, list(cfg.reward_weights))]
+    else:
+        stages = [Stage("rl", list(cfg.rewards), cfg.rl_steps, list(cfg.reward_weights))]
+    return [stage for stage in stages if stage.steps > 0]
 
 
 __all__ = ["STAGE1_REWARDS", "Stage", "rl_schedule"]
