@@ -458,8 +458,8 @@ def _environment_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
         from searchrl.data.synthetic.world import SPLITS
 
         if values["eval_split"] not in SPLITS:
-            problems.append(("eval_split", f"eval_split must be one of {', '.join(SPLITS)} for the synthetic world, "
-                                           f"got {values['eval_split']!r}"))
+            problems.append(("eval_split", (f"eval_split must be one of {', '.join(SPLITS)} for the synthetic world, "
+                                           f"got {values['eval_split']!r}")))
     device = values["device"]
     if device.startswith("cuda") or device == "mps":
         import torch
@@ -469,8 +469,8 @@ def _environment_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
         elif device.startswith("cuda"):
             index = int(device.split(":")[1]) if ":" in device else 0
             if not torch.cuda.is_available():
-                problems.append(("device", f"device is {device} but no CUDA GPU is visible here; use device: auto "
-                                           "(GPU when present) or cpu"))
+                problems.append(("device", (f"device is {device} but no CUDA GPU is visible here; use device: auto "
+                                           "(GPU when present) or cpu")))
             elif index >= torch.cuda.device_count():
                 problems.append(("device", f"device is {device} but only {torch.cuda.device_count()} GPU(s) exist"))
     return problems
