@@ -14,7 +14,15 @@ import pandas as pd
 import torch
 
 from searchrl.config import RunConfig
-from searchrl.rundir import MetricsHistory, current_run_dir, history_callback, mark_status, save_figure, write_json
+from searchrl.rundir import (
+    MetricsHistory,
+    current_run_dir,
+    history_callback,
+    last_complete_checkpoint,
+    mark_status,
+    save_figure,
+    write_json,
+)
 
 
 def seed_everything(seed: int) -> None:
@@ -192,7 +200,6 @@ class Experiment:
         """One RL stage (`searchrl.trainer.schedules.Stage`). The policy is saved first so that TRL can rebuild the
         KL reference model from its path; a resumed run continues from the stage's last complete checkpoint."""
         from transformers import PrinterCallback
-        from transformers.trainer_utils import get_last_checkpoint
 
         from searchrl.progress import stage_progress
         from searchrl.rewards import expand_rewards, make_rewards
@@ -225,7 +232,14 @@ class Experiment:
                                     retriever=self.retriever, protocol=self.protocol, processing_class=self.tokenizer,
                                     peft_config=peft_config, callbacks=[history_callback(self.history), progress])
         trainer.remove_callback(PrinterCallback)  # the stage bar shows progress; raw log dicts would only clutter
-        resume = get_last_checkpoint(args.output_dir) if cfg.resume and Path(args.output_dir).is_dir() else None
+        resume = None
+        if cfg.resume:
+            resume, skipped = last_complete_checkpoint(args.output_dir)
+            for folder, why in skipped:
+                print(f"resume: skipping {folder.name}: {why}")
+            if resume is not None:
+                print(f"resume: {stage.name} continues from {resume.name}")
+                resume = str(resume)
         if resume:
             self.history.truncate_after(int(Path(resume).name.split("-")[1]))
         trainer.train(resume_from_checkpoint=resume)

@@ -2,6 +2,9 @@
 
 - A cell that raises marks the run "failed" in `status.json` (with the error), from inside the kernel: this works
   under the runner, plain papermill and JupyterLab alike.
+- Under the runner, the kernel dies with its runner: it lives in a session of its own, so killing the runner (even
+  its whole process group) would leave it training and writing into a folder nobody owns. A watchdog thread sees
+  the runner gone, marks the run "died" and ends the kernel.
 - Under plain papermill, a small watcher process outlives the kernel: when papermill exits it copies the executed
   notebook (papermill's output path) into the run folder, and marks a run still "running" as "failed" (the
   notebook stopped without finishing: a kill, or the kernel died). The runner does both itself.
@@ -16,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -39,6 +43,10 @@ def install(run_dir: Path, notebook_name: str) -> None:
             mark_status(run_dir, "interrupted", "interrupted (Ctrl-C / kernel interrupt)")
 
     shell.events.register("post_run_cell", after_cell)
+    if os.environ.get("SEARCHRL_RUN_DIR"):
+        threading.Thread(target=_die_with_parent, args=(run_dir, os.getppid()), name="searchrl-runner-watchdog",
+                         daemon=True).start()
+        return
     output = papermill_output_path()
     if output is not None:
         subprocess.Popen(  # a new session: it must outlive the kernel, which papermill stops first
@@ -46,6 +54,19 @@ def install(run_dir: Path, notebook_name: str) -> None:
              "--run-dir", str(run_dir), "--name", notebook_name],
             start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
+
+
+def _die_with_parent(run_dir: Path, parent: int, poll_s: float = 1.0) -> None:
+    from searchrl.rundir import mark_status
+
+    while os.getppid() == parent and _alive(parent):
+        time.sleep(poll_s)
+    try:
+        mark_status(run_dir, "died", f"the runner (pid {parent}) ended while the notebook was running (killed?); "
+                                     "its kernel stopped with it. Continue with: python -m searchrl.runner --resume "
+                                     f"{run_dir}")
+    finally:
+        os._exit(1)  # no cleanup: nothing more may be written into a folder whose owner is gone
 
 
 def papermill_output_path() -> Path | None:

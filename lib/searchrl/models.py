@@ -189,16 +189,39 @@ def tiny_test_policy(seed: int = 0, *, hidden_size: int = 64, num_layers: int = 
 
 
 def save_policy(model, tokenizer, folder: str | Path) -> Path:
-    """Save model and tokenizer so that `from_pretrained(folder)` (and TRL's reference-model rebuild) can load them."""
+    """Save model and tokenizer so that `from_pretrained(folder)` (and TRL's reference-model rebuild) can load them.
+
+    Written into a temporary folder beside `folder` and renamed into place, so a crash mid-save leaves the previous
+    contents (or nothing), never a folder with a config and half the weights.
+    """
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        if folder.exists():
+            old = folder.with_name(f".{folder.name}-old-{os.getpid()}")
+            folder.rename(old)
+            tmp.rename(folder)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            try:
+                tmp.rename(folder)
+            except OSError:
+                # Another process saved the same folder first (parallel test workers building a cache): keep theirs.
+                if not (folder / "config.json").exists():
+                    raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
     return folder
 
 
 def _tiny_policy_path() -> Path:
     target = cache_root() / "models" / TINY_POLICY
-    if not (target / "config.json").exists():
+    if not (target / "config.json").exists() or not any(target.glob("*.safetensors")):
+        if target.exists():  # a cache left half-written by an older version: rebuild it
+            shutil.rmtree(target, ignore_errors=True)
         save_policy(*tiny_test_policy(seed=0), target)
     return target

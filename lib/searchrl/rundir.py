@@ -53,6 +53,7 @@ __all__ = [
     "current_run_dir",
     "git_state",
     "history_callback",
+    "last_complete_checkpoint",
     "list_runs",
     "load_run",
     "mark_status",
@@ -68,7 +69,7 @@ __all__ = [
 ]
 
 RUN_DIR_ENV = "SEARCHRL_RUN_DIR"
-STATUSES = ("running", "completed", "failed", "interrupted")
+STATUSES = ("running", "completed", "failed", "interrupted", "died")
 # Libraries whose versions decide what a number means; read from package metadata (no heavy imports).
 _TRACKED_PACKAGES = (
     "searchrl", "torch", "trl", "transformers", "accelerate", "peft", "datasets", "vllm", "bm25s",
@@ -137,6 +138,9 @@ def create_run_dir(notebook_name: str, run_name: str = "", root: str | Path = "o
     raise RuntimeError(f"could not create a unique run folder under {parent} after 100 attempts")
 
 
+_OWNED: list = []  # ownerships this process holds (kept referenced so their locks and heartbeats live on)
+
+
 def current_run_dir(notebook_name: str = "interactive", cfg: RunConfig | None = None) -> Path:
     """The folder this notebook writes into.
 
@@ -153,10 +157,14 @@ def current_run_dir(notebook_name: str = "interactive", cfg: RunConfig | None = 
         path = Path(env)
         path.mkdir(parents=True, exist_ok=True)
     else:
+        from searchrl.ownership import RunOwnership
+
         cfg = cfg or RunConfig()
         path = create_run_dir(notebook_name, cfg.run_name, cfg.output_root)
         write_provenance(path, cfg, notebook=notebook_name)
         mark_status(path, "running")
+        # Run by hand (or by plain papermill), this process owns the folder for as long as it lives.
+        _OWNED.append(RunOwnership(path).acquire())
     kernel_watch.install(path, notebook_name)  # a failing cell marks the run failed, under any executor
     return path
 
@@ -291,35 +299,87 @@ def write_provenance(
 
 
 def mark_status(run_dir: str | Path, status: str, error: BaseException | str | None = None, **info: Any) -> Path:
-    """Write ``status.json``: ``status`` (running / completed / failed / interrupted), time, and the error if any.
+    """Write ``status.json``: ``status`` (running / completed / failed / interrupted / died), time, and the error.
 
     ``error`` may be an exception (its message and traceback are stored) or a message. ``info`` adds fields, such
     as the failing cell. The first "running" time is kept as ``started`` across updates.
     """
     if status not in STATUSES:
         raise ValueError(f"status must be one of {', '.join(STATUSES)}, got {status!r}")
+    from searchrl.ownership import _status_lock
+
     run_dir = Path(run_dir)
-    previous = read_status(run_dir) or {}
-    record: dict[str, Any] = {
-        "status": status,
-        "started": previous.get("started") or now_iso(),
-        "updated": now_iso(),
-        "hostname": socket.gethostname(),
-        "pid": os.getpid(),
-    }
-    if isinstance(error, BaseException):
-        record["error"] = f"{type(error).__name__}: {error}"
-        record["traceback"] = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-    elif error is not None:
-        record["error"] = str(error)
-    record.update(info)
-    return write_json(run_dir / "status.json", record)
+    with _status_lock(run_dir):
+        previous = read_status(run_dir) or {}
+        record: dict[str, Any] = {
+            "status": status,
+            "started": previous.get("started") or now_iso(),
+            "updated": now_iso(),
+            "hostname": socket.gethostname(),
+            "pid": os.getpid(),
+            # Who owns the run and when it last showed life (see searchrl.ownership): kept across updates.
+            **{k: previous[k] for k in ("owner", "heartbeat") if k in previous},
+        }
+        if isinstance(error, BaseException):
+            record["error"] = f"{type(error).__name__}: {error}"
+            record["traceback"] = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        elif error is not None:
+            record["error"] = str(error)
+        record.update(info)
+        return write_json(run_dir / "status.json", record)
 
 
 def read_status(run_dir: str | Path) -> dict[str, Any] | None:
     """The content of ``status.json``, or None when the run has none."""
     path = Path(run_dir) / "status.json"
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Checkpoints
+# --------------------------------------------------------------------------------------------------------------
+
+
+def last_complete_checkpoint(output_dir: str | Path) -> tuple[Path | None, list[tuple[Path, str]]]:
+    """The newest `checkpoint-N` in `output_dir` that a resume can use, and the newer ones skipped, with why.
+
+    The Trainer writes a checkpoint file by file; one cut short by a crash lacks `trainer_state.json` (written last)
+    or holds a truncated weights file. Those are skipped, so a resume falls back to the last complete one instead of
+    failing.
+    """
+    folder = Path(output_dir)
+    found = [p for p in folder.glob("checkpoint-*") if p.is_dir() and p.name.split("-")[-1].isdigit()]
+    skipped: list[tuple[Path, str]] = []
+    for candidate in sorted(found, key=lambda p: int(p.name.split("-")[-1]), reverse=True):
+        problem = _checkpoint_problem(candidate)
+        if problem is None:
+            return candidate, skipped
+        skipped.append((candidate, problem))
+    return None, skipped
+
+
+def _checkpoint_problem(folder: Path) -> str | None:
+    state = folder / "trainer_state.json"
+    if not state.is_file():
+        return "no trainer_state.json (cut short while saving)"
+    try:
+        json.loads(state.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "trainer_state.json is not valid JSON"
+    weights = sorted(folder.glob("*.safetensors"))
+    if not weights:
+        return "no weights (*.safetensors)"
+    from safetensors import safe_open
+
+    for path in weights:
+        try:
+            with safe_open(str(path), framework="pt") as handle:
+                keys = list(handle.keys())
+                if keys:
+                    handle.get_slice(keys[-1])[:]  # the last tensor is the first to be missing from a cut file
+        except Exception as err:  # noqa: BLE001  (safetensors raises its own error types for a damaged file)
+            return f"{path.name} is damaged ({type(err).__name__})"
+    return None
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -463,6 +523,8 @@ def list_runs(root: str | Path = "outputs", notebook: str | None = None) -> pd.D
     root = resolve_output_root(root)
     if not root.is_dir():
         raise FileNotFoundError(f"no outputs folder at {root}; run a notebook first (python -m searchrl.runner ...)")
+    from searchrl.ownership import effective_status
+
     columns = ["notebook", "run_id", "status", "started", "commit", "dirty", *_SUMMARY_PARAMS, "changed", "path"]
     folders = [root / notebook] if notebook else sorted(p for p in root.iterdir() if p.is_dir())
     defaults = RunConfig.defaults()
@@ -480,7 +542,7 @@ def list_runs(root: str | Path = "outputs", notebook: str | None = None) -> pd.D
                 {
                     "notebook": folder.name,
                     "run_id": run_dir.name,
-                    "status": status.get("status", "unknown"),
+                    "status": effective_status(run_dir, status),
                     "started": prov.get("started") or status.get("started"),
                     "commit": (git.get("commit") or "")[:10] or None,
                     "dirty": git.get("dirty"),

@@ -37,6 +37,7 @@ from typing import Any
 import nbformat
 
 from searchrl.config import ConfigError, RunConfig, load_params_file, parse_scalar
+from searchrl.ownership import RunOwnership
 from searchrl.rundir import (
     RUN_DIR_ENV,
     create_run_dir,
@@ -326,7 +327,21 @@ def run_notebook(
         notebook, params_files, overrides, run_name=run_name, output_root=output_root, resume_dir=resume_dir
     )
     _check_kernel()
-    run_dir = _prepare_folder(plan, command)
+    ownership = RunOwnership(plan.resume_dir) if plan.resume_dir is not None else None
+    if ownership is not None:
+        ownership.acquire()  # a resume of a live run stops here: RunBusyError names its owner
+    try:
+        run_dir = _prepare_folder(plan, command)
+        if ownership is None:
+            ownership = RunOwnership(run_dir).acquire()
+        return _run_owned(plan, run_dir, progress_bar, log_output, execution_timeout)
+    finally:
+        if ownership is not None:
+            ownership.release()
+
+
+def _run_owned(plan: RunPlan, run_dir: Path, progress_bar: bool, log_output: bool, execution_timeout: int | None
+               ) -> Path:
     output = run_dir / f"{plan.name}.ipynb"
     started = time.monotonic()
     try:

@@ -1,0 +1,140 @@
+"""Faults for real: a run SIGKILLed mid-RL and resumed, a resume of a live run, a dead owner seen by readers,
+a half-written checkpoint at resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from searchrl.ownership import RunOwnership, owner_alive
+from searchrl.rundir import create_run_dir, list_runs, mark_status, read_status
+from searchrl.runner import main
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = ROOT / "params" / "quickstart" / "smoke.yaml"
+REWARD = f"[{Path(__file__).with_name('fault_rewards.py')}:varied]"
+
+
+def _hold(run_dir: Path) -> subprocess.Popen:
+    """Another process that owns `run_dir` until killed."""
+    code = ("import sys, time; from searchrl.ownership import RunOwnership; "
+            f"RunOwnership({str(run_dir)!r}).acquire(); print('owned', flush=True); time.sleep(600)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "owned"
+    return proc
+
+
+def test_resume_of_a_live_run_is_refused_and_a_dead_owner_reads_as_died(tmp_path, capsys):
+    run_dir = create_run_dir("quickstart", "", tmp_path)
+    (run_dir / "params.yaml").write_text("seed: 0\n")
+    mark_status(run_dir, "running")
+    owner = _hold(run_dir)
+    try:
+        assert owner_alive(run_dir)
+        assert main(["--resume", str(run_dir), str(ROOT / "notebooks" / "quickstart.ipynb")]) == 2
+        err = capsys.readouterr().err
+        assert "is being run by another live process" in err and f"pid {owner.pid}" in err
+        assert list_runs(tmp_path)["status"].tolist() == ["running"]
+    finally:
+        owner.kill()
+        owner.wait()
+    assert not owner_alive(run_dir)
+    assert list_runs(tmp_path)["status"].tolist() == ["died"]  # status.json still says running; nobody owns it
+    RunOwnership(run_dir).acquire().release()  # a dead owner's folder can be taken over
+
+
+def _runner(out: Path, *extra: str) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "searchrl.runner", str(ROOT / "notebooks" / "quickstart.ipynb"), "-f", str(SMOKE),
+           "-p", "rewards", REWARD, "-p", "rl_steps", "4", "-p", "save_steps", "1", "-p", "sft_examples", "0",
+           "--output-root", str(out), "--quiet", *extra]
+    return subprocess.Popen(cmd, cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def _history(run_dir: Path) -> pd.DataFrame:
+    return pd.read_parquet(run_dir / "metrics.parquet").set_index("step")
+
+
+@pytest.mark.slow
+def test_a_run_killed_mid_rl_resumes_to_the_same_history(tmp_path):
+    clean = _runner(tmp_path / "clean")
+    assert clean.wait(timeout=600) == 0, clean.stderr.read()
+    (clean_dir,) = (tmp_path / "clean" / "quickstart").iterdir()
+
+    victim = _runner(tmp_path / "killed")
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and not list((tmp_path / "killed").glob("quickstart/*/checkpoints/rl/checkpoint-2")):
+        time.sleep(0.2)
+    time.sleep(0.5)
+    os.killpg(victim.pid, signal.SIGKILL)  # the runner and its group; the kernel has a session of its own
+    victim.wait()
+    (run_dir,) = (tmp_path / "killed" / "quickstart").iterdir()
+    # The kernel follows its runner within seconds and says so; then nothing writes into the folder any more.
+    for _ in range(100):
+        if (read_status(run_dir) or {}).get("status") == "died":
+            break
+        time.sleep(0.1)
+    status = read_status(run_dir)
+    assert status["status"] == "died" and "runner" in status["error"], status
+    assert not owner_alive(run_dir)
+    steps_at_kill = len(_history(run_dir))
+    time.sleep(2)
+    assert len(_history(run_dir)) == steps_at_kill
+
+    resumed = subprocess.run([sys.executable, "-m", "searchrl.runner", "--resume", str(run_dir), "--quiet"],
+                             cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    assert resumed.returncode == 0, resumed.stderr
+    assert read_status(run_dir)["status"] == "completed"
+    got, want = _history(run_dir), _history(clean_dir)
+    assert list(got.index) == list(want.index) == [1, 2, 3, 4]
+    assert (want["grad_norm"] > 0).all()  # the optimizer really had something to restore
+    for column in ("reward", "loss", "grad_norm", "completions/mean_length"):
+        pd.testing.assert_series_equal(got[column], want[column], check_exact=False, rtol=1e-4, atol=1e-6)
+    assert json.loads((run_dir / "provenance.json").read_text())["resumed"]
+
+
+def test_resume_skips_half_written_checkpoints(tmp_path, tiny_policy):
+    import shutil
+
+    from searchrl.models import save_policy
+    from searchrl.rundir import last_complete_checkpoint
+
+    good = save_policy(*tiny_policy, tmp_path / "checkpoint-1")
+    (good / "trainer_state.json").write_text(json.dumps({"global_step": 1}))
+    no_state = tmp_path / "checkpoint-2"
+    shutil.copytree(good, no_state)
+    (no_state / "trainer_state.json").unlink()  # the crash came before the Trainer's last file
+    cut = tmp_path / "checkpoint-3"
+    shutil.copytree(good, cut)
+    weights = next(cut.glob("*.safetensors"))
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])  # torn mid-write
+    chosen, skipped = last_complete_checkpoint(tmp_path)
+    assert chosen == good
+    assert [(p.name, why.split(" ")[0]) for p, why in skipped] == [("checkpoint-3", "model.safetensors"),
+                                                                   ("checkpoint-2", "no")]
+    assert last_complete_checkpoint(tmp_path / "nothing") == (None, [])
+
+
+def test_a_crash_while_saving_a_policy_leaves_the_previous_one(tmp_path, tiny_policy):
+    from searchrl.models import save_policy
+
+    model, tokenizer = tiny_policy
+    folder = save_policy(model, tokenizer, tmp_path / "cold_start")
+    before = sorted(p.name for p in folder.iterdir())
+
+    class Broken:
+        def save_pretrained(self, path):
+            raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        save_policy(model, Broken(), folder)
+    assert sorted(p.name for p in folder.iterdir()) == before  # untouched, not half replaced
+    assert [p.name for p in tmp_path.iterdir()] == ["cold_start"]  # no temporary folder left behind
