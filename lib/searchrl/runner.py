@@ -348,14 +348,24 @@ def _run_owned(plan: RunPlan, run_dir: Path, progress_bar: bool, log_output: boo
         _execute(plan, output, run_dir, progress_bar, log_output, execution_timeout)
     except KeyboardInterrupt as err:
         why = "terminated (SIGTERM)" if isinstance(err, _Terminated) else "interrupted (Ctrl-C)"
-        mark_status(run_dir, "interrupted", why, notebook=output.name)
+        _mark(run_dir, "interrupted", why, notebook=output.name)
         raise RunError(f"run {why}; partial notebook: {output}", run_dir, "interrupted") from None
     except Exception as err:
         message = _failure_message(err, output)
-        mark_status(run_dir, "failed", **_failure_record(err), notebook=output.name)
+        _mark(run_dir, "failed", **_failure_record(err), notebook=output.name)
         raise RunError(message, run_dir, "failed") from err
-    mark_status(run_dir, "completed", notebook=output.name, seconds=round(time.monotonic() - started, 1))
+    _mark(run_dir, "completed", notebook=output.name, seconds=round(time.monotonic() - started, 1))
     return run_dir
+
+
+def _mark(run_dir: Path, status: str, error: Any = None, **info: Any) -> None:
+    """mark_status that survives a run folder gone unwritable (disk full, permissions): it says so on stderr
+    instead, and the lock the runner releases on exit lets readers see the run as "died"."""
+    try:
+        mark_status(run_dir, status, error, **info)
+    except OSError as err:
+        print(f"warning: could not write {run_dir / 'status.json'} ({err.strerror or err}); the run ended "
+              f"{status}", file=sys.stderr)
 
 
 def _prepare_folder(plan: RunPlan, command: list[str] | None) -> Path:
