@@ -95,7 +95,8 @@ def test_stage_table_has_paper_columns(tokenizer):
     table = stage_table({"untrained": before, "after cold start": after})
     assert list(table.index) == ["untrained", "after cold start"]
     assert list(table.columns) == ["EM", "F1", "searches/question", "format-valid rate", "F1 single_hop",
-                                   "F1 bridge", "F1 unknown", "F1 multi-hop"]
+                                   "F1 bridge", "F1 unknown", "F1 multi-hop", "ΔF1 vs previous", "ΔF1 95% low",
+                                   "ΔF1 95% high"]
     assert table.loc["untrained", "EM"] == 0.0 and table.loc["after cold start", "EM"] == pytest.approx(0.5)
     assert table.loc["after cold start", "searches/question"] == pytest.approx(0.75)
     assert table.loc["after cold start", "F1 multi-hop"] == pytest.approx(1 / 3)
@@ -171,3 +172,22 @@ def test_real_generation_batches_and_restores_train_mode(tiny_policy):
                       rollout=RolloutConfig(max_completion_tokens=6),
                      progress=False)
     assert list(again.records["completion"]) == list(result.records["completion"])
+
+
+def test_paired_bootstrap_interval_and_stage_deltas():
+    from searchrl.stats import paired_bootstrap
+
+    same = paired_bootstrap([0.0, 1.0, 0.5], [0.0, 1.0, 0.5])
+    assert same == (0.0, 0.0, 0.0)
+    mean, low, high = paired_bootstrap([0.0] * 50 + [1.0] * 50, [1.0] * 50 + [1.0] * 50, seed=1)
+    assert mean == 0.5 and 0.38 < low < 0.5 < high < 0.62  # binomial: sd of the mean 0.05
+    with pytest.raises(ValueError, match="equally long"):
+        paired_bootstrap([1.0], [1.0, 2.0])
+    ids = [f"q{i}" for i in range(4)]
+    before = EvalResult(pd.DataFrame({"id": ids, "em": [0.0] * 4, "f1": [0.0, 0.5, 0.0, 0.0], "searches": [1] * 4,
+                                      "format_ok": [True] * 4, "qtype": ["a"] * 4, "hops": [1] * 4}))
+    after = EvalResult(before.records.assign(f1=[1.0, 0.5, 1.0, 0.0]))
+    table = stage_table({"before": before, "after": after})
+    assert table.loc["after", "ΔF1 vs previous"] == pytest.approx(0.5)
+    assert table.loc["after", "ΔF1 95% low"] <= 0.5 <= table.loc["after", "ΔF1 95% high"]
+    assert pd.isna(table.loc["before", "ΔF1 vs previous"])

@@ -133,7 +133,8 @@ def stage_table(results: Mapping[str, EvalResult]) -> pd.DataFrame:
     """The paper-style table: one row per stage ("untrained", "after cold start", "after RL", ...).
 
     Columns: EM, F1, searches/question, format-valid rate, then "F1 <type>" for each question type met, and
-    "F1 multi-hop" (all questions with more than one hop) when both single- and multi-hop questions are present.
+    "F1 multi-hop" (all questions with more than one hop) when both single- and multi-hop questions are present;
+    then the F1 change from the previous stage with its paired-bootstrap 95% interval (same questions only).
     """
     if not isinstance(results, Mapping) or not results:
         raise ValueError("stage_table needs a non-empty dict {stage name: EvalResult}")
@@ -153,7 +154,32 @@ def stage_table(results: Mapping[str, EvalResult]) -> pd.DataFrame:
         rows[stage] = row
     table = pd.DataFrame.from_dict(rows, orient="index")
     table.index.name = "stage"
+    _add_paired_intervals(table, results)
     return table
+
+
+def _add_paired_intervals(table: pd.DataFrame, results: Mapping[str, EvalResult], metric: str = "f1") -> None:
+    """Columns "ΔF1 vs previous" and its paired-bootstrap 95% interval, for each stage evaluated on exactly the same
+    questions as the stage before it (NaN otherwise)."""
+    from searchrl.stats import paired_bootstrap
+
+    deltas, lows, highs = [], [], []
+    previous = None
+    for res in results.values():
+        values = (float("nan"),) * 3
+        if previous is not None:
+            a = previous.records.set_index("id")[metric]
+            b = res.records.set_index("id")[metric]
+            if a.index.is_unique and set(a.index) == set(b.index):
+                values = paired_bootstrap(a.sort_index().to_numpy(), b.sort_index().to_numpy())
+        deltas.append(values[0])
+        lows.append(values[1])
+        highs.append(values[2])
+        previous = res
+    label = metric.upper() if metric in ("f1", "em") else metric
+    table[f"Δ{label} vs previous"] = deltas
+    table[f"Δ{label} 95% low"] = lows
+    table[f"Δ{label} 95% high"] = highs
 
 
 # ------------------------------------------------------------------------------------------------ evaluate
