@@ -31,8 +31,15 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -n 2 -m "not slow" $(PYTEST_ARGS)
 
+# JupyterLab on notebooks/. Root needs --allow-root, and a machine without a display (SSH, container) has no
+# browser to open: both are added only when they apply. Anything else goes in LAB_ARGS, e.g.
+#   make lab LAB_ARGS="--ip 0.0.0.0 --port 8899"
+LAB_DEFAULTS := $(if $(filter 0,$(shell id -u)),--allow-root) \
+                $(if $(or $(DISPLAY),$(WAYLAND_DISPLAY),$(filter Darwin,$(shell uname -s))),,--no-browser)
+LAB_ARGS ?=
+
 lab: $(STAMP)
-	$(PY) -m jupyter lab notebooks/
+	$(PY) -m jupyter lab notebooks/ $(strip $(LAB_DEFAULTS)) $(LAB_ARGS)
 
 bench: $(STAMP)
 	$(PY) benchmarks/rollout.py

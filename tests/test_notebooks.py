@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import nbformat
 import pandas as pd
 import pytest
 
@@ -12,6 +13,21 @@ from searchrl.runner import run_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+# Cells whose value is a figure from searchrl.plots (through Experiment.curves / Experiment.bars).
+PLOT_CALLS = ("exp.curves(", "exp.bars(")
+
+
+def _check_outputs(executed: Path) -> None:
+    """What a reader of the executed notebook sees: no errors anywhere, an image in every plot cell."""
+    cells = [c for c in nbformat.read(str(executed), as_version=4).cells if c.cell_type == "code"]
+    errors = [(c.source[:60], o.get("ename"), o.get("evalue")) for c in cells for o in c.outputs
+              if o.output_type == "error"]
+    assert not errors, f"error outputs in {executed}: {errors}"
+    plot_cells = [c for c in cells if any(call in c.source for call in PLOT_CALLS)]
+    assert plot_cells, f"{executed.name} has no plot cell calling any of {PLOT_CALLS}"
+    for cell in plot_cells:
+        kinds = [sorted(o.get("data", {})) for o in cell.outputs]
+        assert any("image/png" in k for k in kinds), f"plot cell {cell.source!r} shows no image, only {kinds}"
 
 
 @pytest.mark.slow
@@ -34,3 +50,4 @@ def test_notebook_smoke_run_leaves_a_complete_run_folder(notebook, tmp_path):
     assert list((run_dir / "trajectories").glob("*.jsonl"))
     assert (run_dir / "figures" / "training_curves.png").exists()
     assert (run_dir / "figures" / "eval_bars.png").exists()
+    _check_outputs(run_dir / f"{notebook.stem}.ipynb")

@@ -127,3 +127,25 @@ def test_plots_leave_pyplot_alone() -> None:
     training_curves(history())
     eval_bars(stages())
     assert plt.get_fignums() == before  # no figure registered with pyplot: nothing shown or leaked
+
+
+@pytest.mark.parametrize(
+    "make", [lambda: training_curves(history()), lambda: eval_bars(stages()),
+             lambda: per_type_bars(stages().assign(question_type="single_hop"), metric="f1")],
+    ids=["training_curves", "eval_bars", "per_type_bars"],
+)
+def test_figures_display_as_png_images_in_ipython(make) -> None:
+    # What Jupyter (and papermill) store for a cell whose value is the figure: IPython's display formatter output.
+    from IPython.core.formatters import DisplayFormatter
+
+    fig = make()
+    data, _ = DisplayFormatter().format(fig)
+    png = data.get("image/png")
+    assert png is not None, f"no image/png representation, only {sorted(data)}"
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    # The image is the whole figure: its PNG header's size follows the figure's aspect ratio (tight bbox trims a
+    # little white margin only).
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    fig_w, fig_h = fig.get_size_inches()
+    assert width > 200 and height > 100
+    assert width / height == pytest.approx(fig_w / fig_h, rel=0.2)

@@ -1,12 +1,15 @@
 """Figures from DataFrames: training curves and evaluation bars.
 
-Pure functions: each takes tables and returns a new :class:`matplotlib.figure.Figure` without touching pyplot's
-global state, so they work under any backend (Agg included) and never show or save anything by themselves. In a
-notebook the returned figure displays as the cell's value; :func:`searchrl.rundir.save_figure` writes it to a run.
+Pure functions: each takes tables and returns a new :class:`ReportFigure` (a matplotlib ``Figure``) without
+touching pyplot's global state, so they work under any backend (Agg included) and never show or save anything by
+themselves. In a notebook the returned figure displays as the cell's value, as a PNG image: a figure that pyplot
+does not manage gets no image from Jupyter's inline backend, only its text repr, so the figure supplies its own
+image representation. :func:`searchrl.rundir.save_figure` writes it to a run.
 """
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Mapping, Sequence
 
@@ -15,11 +18,26 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-__all__ = ["ema", "eval_bars", "per_type_bars", "training_curves"]
+__all__ = ["ReportFigure", "ema", "eval_bars", "per_type_bars", "training_curves"]
 
 RAW_ALPHA = 0.25  # raw values drawn faint behind the smoothed line, as in the papers' training figures
 DEFAULT_CURVES = ("reward", "completions/mean_length", "search/searches_per_sample")
 DEFAULT_EVAL_METRICS = ("em", "f1", "searches", "format_ok")
+DISPLAY_DPI = 100  # notebook images; the PNG files in a run folder use their own resolution (save_figure)
+
+
+class ReportFigure(Figure):
+    """A Figure that IPython (Jupyter, papermill, the runner) displays as a PNG image.
+
+    IPython looks for ``_repr_png_`` when no formatter is registered for the type; matplotlib registers one only
+    for pyplot's inline backend, which these figures never go through.
+    """
+
+    def _repr_png_(self) -> bytes:
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png", dpi=DISPLAY_DPI, bbox_inches="tight")
+        return buffer.getvalue()
+
 
 
 def ema(values: Sequence[float] | np.ndarray | pd.Series, smooth: float) -> np.ndarray:
@@ -41,10 +59,10 @@ def ema(values: Sequence[float] | np.ndarray | pd.Series, smooth: float) -> np.n
     return out
 
 
-def _grid(n: int, ncols: int | None, panel: tuple[float, float]) -> tuple[Figure, list[Axes]]:
+def _grid(n: int, ncols: int | None, panel: tuple[float, float]) -> tuple[ReportFigure, list[Axes]]:
     ncols = min(n, ncols or 3)
     nrows = math.ceil(n / ncols)
-    fig = Figure(figsize=(panel[0] * ncols, panel[1] * nrows), layout="constrained")
+    fig = ReportFigure(figsize=(panel[0] * ncols, panel[1] * nrows), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel().tolist()
     for ax in axes[n:]:
         ax.set_visible(False)
@@ -58,7 +76,7 @@ def training_curves(
     smooth: float = 0.8,
     ncols: int | None = None,
     title: str | None = None,
-) -> Figure:
+) -> ReportFigure:
     """One subplot per metric, one colour per run: the EMA-smoothed curve over the raw values (faint).
 
     ``histories`` is one history (as logged by :class:`searchrl.rundir.MetricsHistory`) or ``{run label: history}``.
@@ -146,7 +164,7 @@ def eval_bars(
     group_col: str | None = None,
     ncols: int | None = None,
     title: str | None = None,
-) -> Figure:
+) -> ReportFigure:
     """Before/after bars: one subplot per metric, one bar per stage (e.g. untrained / cold start / after RL).
 
     ``table`` has one row per stage (stage names in ``stage_col`` or the index) and a column per metric; with
@@ -176,14 +194,14 @@ def per_type_bars(
     type_col: str = "question_type",
     stage_col: str | None = "stage",
     title: str | None = None,
-) -> Figure:
+) -> ReportFigure:
     """``metric`` per question type, one bar per stage; per-question rows are averaged within type and stage."""
     table, stage_col = _stage_frame(table, stage_col)
     for col in (metric, type_col):
         if col not in table.columns:
             raise ValueError(f"column {col!r} is not in the table ({', '.join(table.columns)})")
     n_types = table[type_col].nunique()
-    fig = Figure(figsize=(max(4.0, 1.2 * n_types + 2), 3.2), layout="constrained")
+    fig = ReportFigure(figsize=(max(4.0, 1.2 * n_types + 2), 3.2), layout="constrained")
     ax = fig.subplots()
     _grouped_bars(ax, table, metric, stage_col, type_col)
     ax.set_title(title or f"{metric} by {type_col}")
