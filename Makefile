@@ -26,7 +26,7 @@ demo: $(STAMP)
 
 # Two workers, one thread each (tests/conftest.py): the suite's work is many small models, not one big one.
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n 2 --durations=12 $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -n 2 -m "not slow" $(PYTEST_ARGS)
