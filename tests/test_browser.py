@@ -31,7 +31,7 @@ PLOT_CALLS = ("exp.curves(", "exp.bars(")
 # Flags for Chromium on a closed network: without the background-networking ones it keeps trying to reach hosts.
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-RUN_TIMEOUT_S = 600  # Run All on the smoke profile takes about a minute; a slow shared machine gets room
+RUN_TIMEOUT_S = 300  # Run All on the smoke profile takes about a minute; a slow shared machine gets room
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -66,10 +66,12 @@ def _prepare_notebook(folder: Path, output_root: Path) -> Path:
 
 def _lab_settings(folder: Path) -> Path:
     """User settings for the test's JupyterLab: every cell stays rendered (JupyterLab 4 detaches cells that are
-    scrolled out of view by default, which would hide outputs from the page)."""
+    scrolled out of view by default, which would hide outputs from the page), and the notebook's own kernel starts
+    without a "Select Kernel" dialog (which JupyterLab may raise late, and accepting it restarts the kernel,
+    dropping the cells Run All queued)."""
     tracker = folder / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
     tracker.parent.mkdir(parents=True)
-    tracker.write_text(json.dumps({"windowingMode": "none"}))
+    tracker.write_text(json.dumps({"windowingMode": "none", "autoStartDefaultKernel": True}))
     return folder
 
 
@@ -200,8 +202,11 @@ def test_run_all_in_jupyterlab_shows_plots_table_and_trajectories(lab, tmp_path)
 
             saved = [("curves", _cells_containing(page, "exp.curves(")), ("table", table_cell),
                      ("trajectories", viewer)]
+            news = page.locator(".jp-toast-button", has_text=re.compile(r"^No$"))  # a notification over the page
+            if news.count():
+                news.first.click()
             for name, cell in saved:
-                cell.scroll_into_view_if_needed()
+                cell.evaluate("element => element.scrollIntoView({block: 'start'})")  # the cell at the top
                 path = shots / f"quickstart_{name}.png"
                 page.screenshot(path=str(path), full_page=True)
                 print(f"screenshot ({name}): {path}")
