@@ -138,3 +138,13 @@ def test_a_crash_while_saving_a_policy_leaves_the_previous_one(tmp_path, tiny_po
         save_policy(model, Broken(), folder)
     assert sorted(p.name for p in folder.iterdir()) == before  # untouched, not half replaced
     assert [p.name for p in tmp_path.iterdir()] == ["cold_start"]  # no temporary folder left behind
+
+
+def test_saving_a_policy_keeps_the_trainer_checkpoints_beside_it(tmp_path, tiny_policy):
+    from searchrl.models import save_policy
+
+    (tmp_path / "rl" / "checkpoint-2").mkdir(parents=True)
+    (tmp_path / "rl" / "checkpoint-2" / "trainer_state.json").write_text("{}")
+    save_policy(*tiny_policy, tmp_path / "rl")
+    assert (tmp_path / "rl" / "checkpoint-2" / "trainer_state.json").exists()
+    assert (tmp_path / "rl" / "config.json").exists() and list((tmp_path / "rl").glob("*.safetensors"))

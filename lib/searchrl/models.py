@@ -191,8 +191,9 @@ def tiny_test_policy(seed: int = 0, *, hidden_size: int = 64, num_layers: int = 
 def save_policy(model, tokenizer, folder: str | Path) -> Path:
     """Save model and tokenizer so that `from_pretrained(folder)` (and TRL's reference-model rebuild) can load them.
 
-    Written into a temporary folder beside `folder` and renamed into place, so a crash mid-save leaves the previous
-    contents (or nothing), never a folder with a config and half the weights.
+    Everything is written into a temporary folder beside `folder` first and then moved in file by file, config last,
+    so a crash while writing leaves the previous model (or nothing), never a config beside half the weights. Other
+    contents of `folder` (a trainer's checkpoint-N subfolders) are left alone.
     """
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -200,21 +201,12 @@ def save_policy(model, tokenizer, folder: str | Path) -> Path:
     try:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        if folder.exists():
-            old = folder.with_name(f".{folder.name}-old-{os.getpid()}")
-            folder.rename(old)
-            tmp.rename(folder)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            try:
-                tmp.rename(folder)
-            except OSError:
-                # Another process saved the same folder first (parallel test workers building a cache): keep theirs.
-                if not (folder / "config.json").exists():
-                    raise
+        folder.mkdir(exist_ok=True)
+        files = sorted(p for p in tmp.iterdir() if p.is_file())
+        for path in sorted(files, key=lambda p: p.name == "config.json"):  # config.json last: it marks completion
+            os.replace(path, folder / path.name)
     finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
     return folder
 
 

@@ -8,8 +8,8 @@ Users add their own entries two ways:
 
 - in a notebook cell or script: ``REWARDS.register("brevity", my_reward)`` (or as a decorator);
 - by import path in a params file: ``rewards: [my_package.rewards:brevity]`` or ``[path/to/file.py:brevity]``.
-  The object is imported on first use and registered under that string, so the runner's checks (which run in a
-  process of their own, before the notebook starts) see it too. A name registered only in a notebook cell exists
+  The object is imported on first use (and cached, not listed among the registered names), so the runner's
+  checks, which run in a process of their own before the notebook starts, resolve it too. A name registered only in a notebook cell exists
   only in that notebook's kernel: give the runner an import path.
 """
 
@@ -86,6 +86,7 @@ class Registry(Generic[T]):
         self._normalize = normalize or (lambda name: name.strip())
         self._entries: dict[str, T] = {}
         self._docs: dict[str, str] = {}
+        self._imported: dict[str, T] = {}  # objects named by import path, resolved on first use
 
     # ---- adding ---------------------------------------------------------------------------------------------
 
@@ -119,13 +120,16 @@ class Registry(Generic[T]):
         if key in self._entries:
             return key
         if is_import_path(name.strip()):
-            self.register(name.strip(), import_object(name.strip()))
+            # Kept apart from the registered entries: listing shows what was registered, not every path used.
+            if name.strip() not in self._imported:
+                self._imported[name.strip()] = import_object(name.strip())
             return name.strip()
         raise UnknownNameError(self._unknown_message(name))
 
     def get(self, name: str) -> T:
         """The entry for ``name``; unknown names raise :class:`UnknownNameError` with the nearest known one."""
-        return self._entries[self.key(name)]
+        key = self.key(name)
+        return self._entries[key] if key in self._entries else self._imported[key]
 
     def problem(self, name: str) -> str | None:
         """What is wrong with ``name`` (for validation before a run starts), or None when it resolves."""
@@ -151,7 +155,8 @@ class Registry(Generic[T]):
         return sorted(self._entries)
 
     def doc(self, name: str) -> str:
-        return self._docs[self.key(name)]
+        key = self.key(name)
+        return self._docs.get(key) or _first_line(getattr(self._imported.get(key), "__doc__", None))
 
     def describe(self) -> str:
         """One line per entry: name and description (what ``RunConfig.describe()`` lists)."""
