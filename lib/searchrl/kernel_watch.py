@@ -56,7 +56,10 @@ def install(run_dir: Path, notebook_name: str) -> None:
         )
 
 
-def _die_with_parent(run_dir: Path, parent: int, poll_s: float = 1.0) -> None:
+def _die_with_parent(run_dir: Path, parent: int, poll_s: float = 0.2) -> None:
+    # ipykernel's own parent poller also ends an orphaned kernel, checking once a second; polling faster gives this
+    # thread the chance to say why in status.json first. If ipykernel wins, readers still see "died" (the owner's
+    # lock is free).
     from searchrl.rundir import mark_status
 
     while os.getppid() == parent and _alive(parent):
