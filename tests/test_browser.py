@@ -162,6 +162,26 @@ def _run_all(page, attempts: int = 3) -> None:
     raise AssertionError(f"Run All started no cell after {attempts} clicks (is the kernel running?)")
 
 
+def _wait_for_finish(page, last_cell, timeout_s: float, reruns: int = 2) -> bool:
+    """Wait until the last cell prints "Results in". On a loaded machine JupyterLab sometimes swaps the kernel just
+    after Run All and the queued cells are dropped (nothing runs, cells stay unexecuted); then Run All again."""
+    deadline = time.monotonic() + timeout_s
+    idle_polls = 0
+    done = last_cell.locator(".jp-OutputArea-output", has_text="Results in")
+    while time.monotonic() < deadline:
+        if done.count():
+            return True
+        prompts = page.locator(".jp-InputPrompt").all_inner_texts()
+        busy = any("*" in p for p in prompts)
+        idle_polls = 0 if busy else idle_polls + 1
+        if idle_polls >= 3 and reruns > 0:  # 15 s with no cell running and the notebook unfinished
+            reruns -= 1
+            idle_polls = 0
+            _run_all(page)
+        time.sleep(5)
+    return bool(done.count())
+
+
 def test_run_all_in_jupyterlab_shows_plots_table_and_trajectories(lab, tmp_path):
     from playwright.sync_api import expect, sync_playwright
 
@@ -179,13 +199,10 @@ def test_run_all_in_jupyterlab_shows_plots_table_and_trajectories(lab, tmp_path)
             expect(page.locator(".jp-Notebook .jp-CodeCell").first).to_be_visible(timeout=120_000)
             _run_all(page)
             last = _cells_containing(page, "exp.finish()")
-            try:
-                expect(last.locator(".jp-OutputArea-output", has_text="Results in")).to_have_count(
-                    1, timeout=RUN_TIMEOUT_S * 1000)
-            except AssertionError:
+            if not _wait_for_finish(page, last, RUN_TIMEOUT_S):
                 page.screenshot(path=str(shots / "quickstart_unfinished.png"), full_page=True)
                 raise AssertionError(f"Run All did not finish; page: {shots / 'quickstart_unfinished.png'}, "
-                                     f"prompts: {page.locator('.jp-InputPrompt').all_inner_texts()}") from None
+                                     f"prompts: {page.locator('.jp-InputPrompt').all_inner_texts()}")
             page.keyboard.press("Control+s")
             expect(page.locator(".jp-mod-dirty")).to_have_count(0, timeout=30_000)
 
