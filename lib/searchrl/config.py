@@ -287,8 +287,8 @@ class RunConfig(RolloutConfig):
                 continue
             if not isinstance(value, (bool, int, float, str, list, tuple, dict)):
                 continue
-            problems.append(f"notebook globals: {_unknown_key_problem(name, 'notebook globals').split(': ', 1)[1]}"
-                            f" (a plain value defined before the config is built must be a parameter)")
+            problems.append(f"{_unknown_key_problem(name, 'notebook globals')} (a plain value defined before the "
+                            "config is built must be a parameter)")
         if problems:
             raise ConfigError("invalid parameters:\n  " + "\n  ".join(problems) + f"\n({_DESCRIBE_HINT})")
         sources = [("notebook parameters", params)]

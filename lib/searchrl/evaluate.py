@@ -279,9 +279,9 @@ def evaluate(
     todo = [row for row in rows if str(row.get("id", "")) not in done]
 
     def running() -> dict:
-        done = pd.DataFrame(records)
-        return {"em": f"{done['em'].mean():.3f}", "f1": f"{done['f1'].mean():.3f}",
-                "searches": f"{done['searches'].mean():.2f}"}
+        scored = pd.DataFrame(records)
+        return {"em": f"{scored['em'].mean():.3f}", "f1": f"{scored['f1'].mean():.3f}",
+                "searches": f"{scored['searches'].mean():.2f}"}
 
     start = time.perf_counter()
     try:

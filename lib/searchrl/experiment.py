@@ -153,11 +153,8 @@ class Experiment:
 
     def cold_start(self, model):
         """SFT on templated trajectories with retrieved tokens masked out of the loss (R1-Searcher++ eq. 2)."""
-        from transformers import PrinterCallback
-
         from searchrl.data.synthetic.trajectories import templated_trajectories
-        from searchrl.progress import stage_progress
-        from searchrl.sft import make_sft_trainer
+        from searchrl.sft import sft_train
         from searchrl.trainer.arguments import sft_args
 
         cfg = self.cfg
@@ -171,17 +168,8 @@ class Experiment:
         items = templated_trajectories(rows, self.protocol, self.retriever, rollout=cfg.rollout_config(),
                                        tokenizer=self.tokenizer, chat=cfg.chat_prompt, seed=cfg.seed)
         items = items[: cfg.sft_examples]
-        trainer = make_sft_trainer(model, self.tokenizer, items, sft_args(cfg, self.run_dir / "sft"))
-        trainer.add_callback(stage_progress("cold start", {"loss": "loss"}))
-        trainer.remove_callback(PrinterCallback)  # the stage bar shows progress; raw log dicts would only clutter
-        was_training = model.training
-        try:
-            output = trainer.train()
-        finally:
-            model.train(was_training)
-        write_json(self.run_dir / "sft" / "history.json",
-                   {"history": list(trainer.state.log_history), "train_loss": float(output.training_loss),
-                    "steps": int(trainer.state.global_step), "examples": len(items)})
+        log = sft_train(model, self.tokenizer, items, sft_args(cfg, self.run_dir / "sft"), stage_bar="cold start")
+        write_json(self.run_dir / "sft" / "history.json", log)
         self.save_model(model, "cold_start")
         return model
 
@@ -199,9 +187,7 @@ class Experiment:
     def train_stage(self, model, stage):
         """One RL stage (`searchrl.trainer.schedules.Stage`). The policy is saved first so that TRL can rebuild the
         KL reference model from its path; a resumed run continues from the stage's last complete checkpoint."""
-        from transformers import PrinterCallback
-
-        from searchrl.progress import stage_progress
+        from searchrl.progress import attach_stage_bar
         from searchrl.rewards import expand_rewards, make_rewards
         from searchrl.trainer import SearchGRPOTrainer, prompt_dataset
         from searchrl.trainer.arguments import grpo_args
@@ -227,11 +213,10 @@ class Experiment:
 
             peft_config = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, task_type="CAUSAL_LM",
                                      target_modules="all-linear")
-        progress = stage_progress(stage.name, {"reward": "reward", "search/searches_per_sample": "searches"})
         trainer = SearchGRPOTrainer(model=str(start), reward_funcs=funcs, args=args, train_dataset=data,
                                     retriever=self.retriever, protocol=self.protocol, processing_class=self.tokenizer,
-                                    peft_config=peft_config, callbacks=[history_callback(self.history), progress])
-        trainer.remove_callback(PrinterCallback)  # the stage bar shows progress; raw log dicts would only clutter
+                                    peft_config=peft_config, callbacks=[history_callback(self.history)])
+        attach_stage_bar(trainer, stage.name, {"reward": "reward", "search/searches_per_sample": "searches"})
         resume = None
         if cfg.resume:
             resume, skipped = last_complete_checkpoint(args.output_dir)

@@ -72,20 +72,26 @@ def _die_with_parent(run_dir: Path, parent: int, poll_s: float = 0.2) -> None:
         os._exit(1)  # no cleanup: nothing more may be written into a folder whose owner is gone
 
 
-def papermill_output_path() -> Path | None:
-    """The output notebook of the plain `papermill` command that started this kernel, or None."""
+def papermill_arguments() -> list[str] | None:
+    """The arguments of the plain `papermill` command that started this process (its parent), or None."""
     try:
         argv = Path(f"/proc/{os.getppid()}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return None
     args = [a.decode(errors="replace") for a in argv if a]
     start = next((i + 1 for i, a in enumerate(args) if a.endswith("papermill") and "searchrl" not in a), None)
-    if start is None:
+    return None if start is None else args[start:]
+
+
+def papermill_output_path() -> Path | None:
+    """The output notebook of the plain `papermill` command that started this kernel, or None."""
+    args = papermill_arguments()
+    if args is None:
         return None
     try:
         from papermill.cli import papermill as cli
 
-        ctx = cli.make_context("papermill", args[start:], resilient_parsing=True)
+        ctx = cli.make_context("papermill", args, resilient_parsing=True)
     except Exception:  # noqa: BLE001  (any parse failure: then there is simply no path to copy)
         return None
     output = ctx.params.get("output_path")

@@ -30,11 +30,6 @@ class RunBusyError(ConfigError):
     """The run folder has a live owner (another process is running it)."""
 
 
-def _status_lock(run_dir: Path) -> FileLock:
-    # Serialises every read-modify-write of status.json between the owner, its kernel and the heartbeat thread.
-    return FileLock(str(run_dir / ".status.lock"), timeout=30)
-
-
 class RunOwnership:
     """Take ownership of `run_dir` with `acquire()`; `release()` (or process death) gives it up."""
 
@@ -66,13 +61,10 @@ class RunOwnership:
 
     def beat(self) -> None:
         """Stamp status.json with this owner and the time."""
-        from searchrl.rundir import read_status, write_json
+        from searchrl.rundir import update_status
 
-        with _status_lock(self.run_dir):
-            record = read_status(self.run_dir) or {}
-            record["owner"] = {"pid": os.getpid(), "hostname": socket.gethostname()}
-            record["heartbeat"] = _now()
-            write_json(self.run_dir / "status.json", record)
+        owner = {"pid": os.getpid(), "hostname": socket.gethostname()}
+        update_status(self.run_dir, lambda record: {**record, "owner": owner, "heartbeat": _now()})
 
     def _beat_forever(self) -> None:
         while not self._stop.wait(self.interval_s):

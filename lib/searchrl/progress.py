@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import sys
 from functools import lru_cache
-from pathlib import Path
 
 from tqdm import std as tqdm_std
 
@@ -22,11 +21,9 @@ def headless() -> bool:
         return True
     if os.environ.get("SEARCHRL_RUN_DIR"):  # set by the runner, which executes through papermill
         return True
-    try:  # plain `papermill` starts the kernel as its own child
-        cmdline = Path(f"/proc/{os.getppid()}/cmdline").read_bytes().replace(b"\0", b" ")
-    except OSError:
-        return False
-    return b"papermill" in cmdline
+    from searchrl.kernel_watch import papermill_arguments
+
+    return papermill_arguments() is not None  # plain `papermill` starts the kernel as its own child
 
 
 def progress_bar(*args, **kwargs):
@@ -41,6 +38,15 @@ def progress_bar(*args, **kwargs):
         return notebook_tqdm(*args, **kwargs)
     except ImportError:  # no ipywidgets: text
         return tqdm_std.tqdm(*args, **kwargs)
+
+
+def attach_stage_bar(trainer, desc: str, metrics: dict[str, str]) -> None:
+    """Give a transformers Trainer (built with `disable_tqdm=True`) the stage bar of `stage_progress` in place of the
+    PrinterCallback that prints every raw log dict."""
+    from transformers import PrinterCallback
+
+    trainer.add_callback(stage_progress(desc, metrics))
+    trainer.remove_callback(PrinterCallback)
 
 
 def stage_progress(desc: str, metrics: dict[str, str]):
@@ -75,4 +81,4 @@ def stage_progress(desc: str, metrics: dict[str, str]):
     return _StageProgress()
 
 
-__all__ = ["headless", "progress_bar", "stage_progress"]
+__all__ = ["attach_stage_bar", "headless", "progress_bar", "stage_progress"]

@@ -5,7 +5,8 @@ Layout (``<root>/<notebook>/<run_id>/``)::
     <notebook>.ipynb        the executed notebook (written by searchrl.runner)
     params.yaml             resolved parameters
     provenance.json         git commit and dirty flag, library versions, host, start time, command line
-    status.json             running / completed / failed (with error and traceback) / interrupted
+    status.json             running / completed / failed (with error and traceback) / interrupted / died,
+                            the owner and its heartbeat (see searchrl.ownership)
     metrics.parquet         training history, one row per logged step (metrics.csv without pyarrow)
     eval/<name>.json        evaluation results
     trajectories/<name>.jsonl
@@ -32,7 +33,7 @@ import socket
 import subprocess
 import sys
 import traceback
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,6 +64,7 @@ __all__ = [
     "read_status",
     "resolve_output_root",
     "save_figure",
+    "update_status",
     "write_json",
     "write_provenance",
     "write_trajectories",
@@ -306,11 +308,8 @@ def mark_status(run_dir: str | Path, status: str, error: BaseException | str | N
     """
     if status not in STATUSES:
         raise ValueError(f"status must be one of {', '.join(STATUSES)}, got {status!r}")
-    from searchrl.ownership import _status_lock
 
-    run_dir = Path(run_dir)
-    with _status_lock(run_dir):
-        previous = read_status(run_dir) or {}
+    def build(previous: dict[str, Any]) -> dict[str, Any]:
         record: dict[str, Any] = {
             "status": status,
             "started": previous.get("started") or now_iso(),
@@ -326,7 +325,19 @@ def mark_status(run_dir: str | Path, status: str, error: BaseException | str | N
         elif error is not None:
             record["error"] = str(error)
         record.update(info)
-        return write_json(run_dir / "status.json", record)
+        return record
+
+    return update_status(run_dir, build)
+
+
+def update_status(run_dir: str | Path, change: Callable[[dict[str, Any]], dict[str, Any]]) -> Path:
+    """Replace ``status.json`` with ``change(current content)``, serialised with every other writer of it (the
+    owner, its kernel, the heartbeat thread) by a lock beside it."""
+    from filelock import FileLock
+
+    run_dir = Path(run_dir)
+    with FileLock(str(run_dir / ".status.lock"), timeout=30):
+        return write_json(run_dir / "status.json", change(read_status(run_dir) or {}))
 
 
 def read_status(run_dir: str | Path) -> dict[str, Any] | None:

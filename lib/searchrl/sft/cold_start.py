@@ -31,14 +31,20 @@ def make_sft_trainer(model, tokenizer, items: Sequence[Mapping] | Dataset, args)
     return SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
 
 
-def sft_train(model, tokenizer, items: Sequence[Mapping] | Dataset, args) -> dict[str, Any]:
+def sft_train(model, tokenizer, items: Sequence[Mapping] | Dataset, args, *, stage_bar: str | None = None
+              ) -> dict[str, Any]:
     """Cold start `model` in place on `items` (or a dataset from `tokenize_sft`) with TRL's `SFTConfig` `args`.
 
     Returns {"history": the trainer's log history (loss per logging step), "train_loss", "steps", "examples",
-    "trained_tokens", "seconds"}. The model's train/eval mode is restored afterwards.
+    "trained_tokens", "seconds"}. The model's train/eval mode is restored afterwards. `stage_bar` names a progress
+    bar over the steps (with the running loss) shown instead of the trainer's printed logs.
     """
     was_training = model.training
     trainer = make_sft_trainer(model, tokenizer, items, args)
+    if stage_bar is not None:
+        from searchrl.progress import attach_stage_bar
+
+        attach_stage_bar(trainer, stage_bar, {"loss": "loss"})
     dataset = trainer.train_dataset
     try:
         output = trainer.train()
