@@ -191,3 +191,16 @@ def test_paired_bootstrap_interval_and_stage_deltas():
     assert table.loc["after", "ΔF1 vs previous"] == pytest.approx(0.5)
     assert table.loc["after", "ΔF1 95% low"] <= 0.5 <= table.loc["after", "ΔF1 95% high"]
     assert pd.isna(table.loc["before", "ΔF1 vs previous"])
+
+
+def test_stage_deltas_pair_on_the_questions_both_stages_saw():
+    # The untrained stage may see a prefix of the questions (n_eval_untrained): the next stage's change is
+    # measured on those shared questions only.
+    ids = [f"q{i}" for i in range(4)]
+    full = EvalResult(pd.DataFrame({"id": ids, "em": [0.0] * 4, "f1": [1.0, 1.0, 0.0, 0.0], "searches": [1] * 4,
+                                    "format_ok": [True] * 4, "qtype": ["a"] * 4, "hops": [1] * 4}))
+    subset = EvalResult(full.records.iloc[:2].assign(f1=[0.0, 0.0]))
+    table = stage_table({"untrained": subset, "after": full})
+    assert table.loc["after", "ΔF1 vs previous"] == pytest.approx(1.0)  # q0, q1: 0 -> 1; q2, q3 not counted
+    disjoint = EvalResult(full.records.assign(id=[f"x{i}" for i in range(4)]))
+    assert pd.isna(stage_table({"a": disjoint, "b": full}).loc["b", "ΔF1 vs previous"])

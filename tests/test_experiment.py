@@ -77,3 +77,20 @@ def test_resume_continues_from_the_last_checkpoint_and_keeps_the_cold_start(tmp_
     steps = again.history.to_frame()["step"].tolist()
     assert steps[0] == 1 and max(steps) == 2 and steps.count(1) == 1
     assert isinstance(again.history.to_frame(), pd.DataFrame)
+
+
+def test_eval_subsets_filters_and_the_no_search_stage(tmp_path, monkeypatch):
+    exp = _experiment(tmp_path, monkeypatch, n_eval=6, n_eval_untrained=2, eval_no_search=True, train_max_hops=1,
+                      max_completion_tokens=16)
+    assert {int(r["metadata"]["hops"]) for r in exp.train_rows} == {1}  # train_max_hops keeps one-hop questions
+    model = exp.load_model()
+    assert len(exp.evaluate(model, "untrained").records) == 2  # n_eval_untrained: a prefix of the eval questions
+    assert len(exp.evaluate(model, "after RL").records) == 6
+    seen = []
+    monkeypatch.setattr("searchrl.evaluate.evaluate", lambda *a, rollout, **k: seen.append(rollout.max_searches)
+                        or exp.results["after RL"])
+    exp.no_search_baseline(model)
+    assert seen == [0]  # the baseline's budget, not the run's
+    assert exp.cfg.rollout_config().max_searches == 1
+    off = _experiment(tmp_path / "off", monkeypatch)
+    assert off.no_search_baseline(model) is None

@@ -149,3 +149,17 @@ def test_figures_display_as_png_images_in_ipython(make) -> None:
     fig_w, fig_h = fig.get_size_inches()
     assert width > 200 and height > 100
     assert width / height == pytest.approx(fig_w / fig_h, rel=0.2)
+
+
+def test_eval_bars_show_stage_changes_with_their_intervals() -> None:
+    table = stages().assign(**{"ΔF1 vs previous": [np.nan, 0.2, -0.1], "ΔF1 95% low": [np.nan, 0.05, -0.3],
+                               "ΔF1 95% high": [np.nan, 0.35, 0.1]})
+    axes = visible_axes(eval_bars(table, metrics=("f1",)))
+    assert [ax.get_title() for ax in axes] == ["f1", "ΔF1 vs previous stage (95% CI)"]
+    delta = axes[1]
+    assert [p.get_height() for p in delta.patches] == pytest.approx([0.2, -0.1])
+    assert [t.get_text() for t in delta.get_xticklabels()] == ["cold start", "after RL"]
+    # The error bars span each interval: segments from low to high at each bar.
+    segments = [seg for coll in delta.collections for seg in coll.get_segments()]
+    spans = sorted((float(s[:, 1].min()), float(s[:, 1].max())) for s in segments)
+    assert np.allclose(spans, [(-0.3, 0.1), (0.05, 0.35)])

@@ -121,11 +121,18 @@ class RunConfig(RolloutConfig):
     world_passage_words: int = 100
     """Approximate words per synthetic passage; shorter passages make CPU rollouts cheaper."""
     train_question_types: list[str] = field(default_factory=list)
-    """Question types used for training (e.g. single_hop, two_hop); empty: all types."""
+    """Question types used for training (e.g. single_hop, inference); empty: all types."""
+    train_max_hops: int = 0
+    """Keep only training questions of at most this many hops; 0: no limit. Equal to max_searches, every training
+    question can be answered within the search budget, so a correct answer is reachable by sampling."""
     n_train: int = 256
     """Number of training questions."""
     n_eval: int = 100
     """Number of evaluation questions."""
+    n_eval_untrained: int = 0
+    """Evaluation questions for the "untrained" stage (a subset of the n_eval); 0: all n_eval. An untrained model
+    rarely closes its answer, so each of its rollouts runs to the token budget: a subset shows the same zero for
+    less time."""
     eval_split: str = "test"
     """Split of the dataset used for evaluation."""
 
@@ -198,6 +205,9 @@ class RunConfig(RolloutConfig):
     # == eval ==
     eval_batch_size: int = 16
     """Questions evaluated together in one batch."""
+    eval_no_search: bool = False
+    """Also evaluate the final policy with a search budget of 0 (stage "no search"): the answer-without-searching
+    baseline per question type, which shows whether a type's F1 comes from searching or from guessing."""
     n_trajectories_shown: int = 3
     """Example trajectories printed in the notebook after evaluation."""
 
@@ -398,7 +408,8 @@ _MINIMUMS: dict[str, float] = {
     "seed": 0, "lora_r": 1, "lora_alpha": 1, "world_entities": 30, "n_train": 0, "n_eval": 0, "sft_examples": 0,
     "rl_steps": 0, "num_generations": 2, "prompts_per_step": 1, "gradient_accumulation_steps": 1, "beta": 0.0,
     "logging_steps": 1, "save_steps": 1, "stage1_steps": 0, "eval_batch_size": 1, "n_trajectories_shown": 0,
-    "world_seed": 0, "world_passage_words": 20, "torch_threads": 0, "reward_kl_coef": 0.0,
+    "world_seed": 0, "world_passage_words": 20, "torch_threads": 0, "reward_kl_coef": 0.0, "train_max_hops": 0,
+    "n_eval_untrained": 0,
 }  # fmt: skip
 _POSITIVE = ("learning_rate", "sft_learning_rate", "sft_epochs", "vllm_gpu_memory_utilization", "value_lr")
 

@@ -159,8 +159,8 @@ def stage_table(results: Mapping[str, EvalResult]) -> pd.DataFrame:
 
 
 def _add_paired_intervals(table: pd.DataFrame, results: Mapping[str, EvalResult], metric: str = "f1") -> None:
-    """Columns "ΔF1 vs previous" and its paired-bootstrap 95% interval, for each stage evaluated on exactly the same
-    questions as the stage before it (NaN otherwise)."""
+    """Columns "ΔF1 vs previous" and its paired-bootstrap 95% interval, for each stage against the stage before it,
+    over the questions both evaluated (the untrained stage may have seen a subset); NaN when they share none."""
     from searchrl.stats import paired_bootstrap
 
     deltas, lows, highs = [], [], []
@@ -170,8 +170,9 @@ def _add_paired_intervals(table: pd.DataFrame, results: Mapping[str, EvalResult]
         if previous is not None:
             a = previous.records.set_index("id")[metric]
             b = res.records.set_index("id")[metric]
-            if a.index.is_unique and set(a.index) == set(b.index):
-                values = paired_bootstrap(a.sort_index().to_numpy(), b.sort_index().to_numpy())
+            shared = sorted(set(a.index) & set(b.index))
+            if a.index.is_unique and b.index.is_unique and shared:
+                values = paired_bootstrap(a.loc[shared].to_numpy(), b.loc[shared].to_numpy())
         deltas.append(values[0])
         lows.append(values[1])
         highs.append(values[2])

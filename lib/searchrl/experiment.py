@@ -36,11 +36,14 @@ def seed_everything(seed: int) -> None:
         pass
 
 
-def balanced_take(rows: list, n: int, types: list[str] | None = None, seed: int = 0) -> list:
-    """Up to `n` rows with question types interleaved (round robin), so small subsets still cover every type."""
+def balanced_take(rows: list, n: int, types: list[str] | None = None, seed: int = 0, max_hops: int = 0) -> list:
+    """Up to `n` rows with question types interleaved (round robin), so small subsets still cover every type;
+    only `types` (all when empty) and, when `max_hops` > 0, only questions of at most that many hops."""
     by_type: dict[str, list] = defaultdict(list)
     for row in rows:
         qtype = str(row["metadata"].get("type", "unknown"))
+        if max_hops and int(row["metadata"].get("hops", 1)) > max_hops:
+            continue
         if not types or qtype in types:
             by_type[qtype].append(row)
     rng = random.Random(seed)
@@ -96,11 +99,12 @@ class Experiment:
             random.Random(cfg.seed).shuffle(rows)
             cut = max(1, len(rows) - cfg.n_eval)
             train, evaluation, corpus = rows[:cut], rows[cut:], load_corpus(cfg.corpus)
-        train = balanced_take(train, cfg.n_train, cfg.train_question_types or None, cfg.seed)
+        train = balanced_take(train, cfg.n_train, cfg.train_question_types or None, cfg.seed, cfg.train_max_hops)
         evaluation = balanced_take(evaluation, cfg.n_eval, None, cfg.seed + 1)
         if not train or not evaluation:
             raise ValueError(f"no questions left after filtering: {len(train)} train, {len(evaluation)} eval "
-                             f"(train_question_types={cfg.train_question_types})")
+                             f"(train_question_types={cfg.train_question_types}, "
+                             f"train_max_hops={cfg.train_max_hops})")
         return corpus, train, evaluation
 
     def data_summary(self) -> dict:
@@ -127,20 +131,38 @@ class Experiment:
 
     # ---- evaluation -------------------------------------------------------------------------------------------
 
-    def evaluate(self, model, stage: str):
-        """Greedy search rollouts on the evaluation questions; saves eval/<stage>.json and trajectories."""
+    def evaluate(self, model, stage: str, *, max_searches: int | None = None):
+        """Greedy search rollouts on the evaluation questions; saves eval/<stage>.json and trajectories.
+        `max_searches` overrides the run's search budget for this stage only (0: answer without searching)."""
+        import dataclasses
+
         from searchrl.evaluate import evaluate
 
         cfg = self.cfg
+        rollout = cfg.rollout_config()
+        if max_searches is not None:
+            rollout = dataclasses.replace(rollout, max_searches=max_searches)
         slug = stage.replace(" ", "_")
-        result = evaluate(model, self.tokenizer, self.protocol, self.retriever, self.eval_rows,
-                          rollout=cfg.rollout_config(), batch_size=cfg.eval_batch_size, chat=cfg.chat_prompt,
+        rows = self.eval_rows
+        if stage == "untrained" and cfg.n_eval_untrained:
+            rows = rows[: cfg.n_eval_untrained]  # eval_rows interleave the types, so a prefix covers them all
+        result = evaluate(model, self.tokenizer, self.protocol, self.retriever, rows,
+                          rollout=rollout, batch_size=cfg.eval_batch_size, chat=cfg.chat_prompt,
                           desc=f"evaluate: {stage}", records_path=self.run_dir / "trajectories" / f"{slug}.jsonl",
                           resume=cfg.resume)
         result.to_json(self.run_dir / "eval" / f"{slug}.json")
         result.trajectories_jsonl(self.run_dir / "trajectories" / f"{slug}.jsonl")
         self.results[stage] = result
         return result
+
+    def no_search_baseline(self, model, stage: str = "no search"):
+        """The same policy answering with a search budget of 0 (its first search request gets the budget notice),
+        when `eval_no_search` is on: a type whose F1 after RL is no better than this was won by guessing, not by
+        searching. Returns None when the parameter is off."""
+        if not self.cfg.eval_no_search:
+            print("eval_no_search is off: no no-search baseline")
+            return None
+        return self.evaluate(model, stage, max_searches=0)
 
     def stage_table(self) -> pd.DataFrame:
         from searchrl.evaluate import stage_table

@@ -157,6 +157,25 @@ def _grouped_bars(ax: Axes, table: pd.DataFrame, value_col: str, stage_col: str,
     ax.grid(axis="y", alpha=0.3)
 
 
+def _delta_bars(ax: Axes, table: pd.DataFrame, delta_col: str, stage_col: str) -> None:
+    """Each stage's change from the stage before it, with its paired-bootstrap 95% interval as an error bar: an
+    interval that crosses zero says the two stages cannot be told apart on these questions."""
+    label = delta_col.removesuffix(" vs previous")
+    rows = table[table[delta_col].notna()]
+    low, high = rows[f"{label} 95% low"].to_numpy(), rows[f"{label} 95% high"].to_numpy()
+    mean = rows[delta_col].to_numpy()
+    stages = list(dict.fromkeys(table[stage_col]))
+    colors = [f"C{stages.index(s) % 10}" for s in rows[stage_col]]
+    x = np.arange(len(rows))
+    ax.bar(x, mean, 0.6, color=colors, yerr=[mean - low, high - mean], capsize=4, ecolor="black")
+    for xi, m, h in zip(x, mean, high):
+        ax.annotate(f"{m:+.2f}", (xi, h), textcoords="offset points", xytext=(0, 2), ha="center", fontsize="x-small")
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xticks(x, [str(s) for s in rows[stage_col]], rotation=20, ha="right", fontsize="small")
+    ax.set_title(f"{label} vs previous stage (95% CI)")
+    ax.grid(axis="y", alpha=0.3)
+
+
 def eval_bars(
     table: pd.DataFrame,
     metrics: Sequence[str] = DEFAULT_EVAL_METRICS,
@@ -166,6 +185,8 @@ def eval_bars(
     title: str | None = None,
 ) -> ReportFigure:
     """Before/after bars: one subplot per metric, one bar per stage (e.g. untrained / cold start / after RL).
+    When the table has a stage-to-stage change with its interval (`stage_table`'s "ΔF1 vs previous"), a last
+    panel shows it with error bars.
 
     ``table`` has one row per stage (stage names in ``stage_col`` or the index) and a column per metric; with
     ``group_col`` (e.g. dataset) bars are grouped by it. Several rows for one stage/group are averaged, so
@@ -176,9 +197,13 @@ def eval_bars(
     missing = [m for m in metrics if m not in table.columns]
     if not present:
         raise ValueError(f"none of the metrics {list(metrics)} is a column of the table ({', '.join(table.columns)})")
-    fig, axes = _grid(len(present), ncols or 4, (3.4, 3.0))
+    delta = next((c for c in table.columns if c.startswith("Δ") and c.endswith(" vs previous")), None)
+    show_delta = delta is not None and group_col is None and table[delta].notna().any()
+    fig, axes = _grid(len(present) + show_delta, ncols or 4, (3.4, 3.0))
     for ax, metric in zip(axes, present):
         _grouped_bars(ax, table, metric, stage_col, group_col)
+    if show_delta:
+        _delta_bars(axes[len(present)], table, delta, stage_col)
     axes[0].legend(fontsize="small")
     heading = title or ""
     if missing:

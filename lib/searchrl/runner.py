@@ -544,6 +544,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--cell-progress", action="store_true",
                         help="also show papermill's bar over notebook cells (each stage shows its own bar anyway)")
     parser.add_argument("--quiet", action="store_true", help="do not stream cell output to the terminal")
+    parser.add_argument("--seeds", type=int, nargs="+", metavar="N",
+                        help="run once per seed (each its own folder), then write the spread over seeds "
+                             "(searchrl.seeds)")
     return parser
 
 
@@ -560,6 +563,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             )  # fmt: skip
             print(plan.describe())
             return 0
+        if args.seeds:
+            return _run_seeds(args, overrides, command)
         run_dir = run_notebook(
             args.notebook, args.files, overrides,
             run_name=args.run_name, output_root=args.output_root, resume_dir=args.resume,
@@ -576,6 +581,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     table = result_table(run_dir)
     print("\ncompleted." + (f"\n\n{table}\n" if table else "") + "\n" + summarize(run_dir))
     return 0
+
+
+def _run_seeds(args: argparse.Namespace, overrides: dict[str, Any], command: list[str]) -> int:
+    """One run per seed; a failed seed is reported and the others still run. Then the spread over seeds."""
+    from searchrl.seeds import format_spread, seeds_folder, write_seed_report
+
+    if args.resume:
+        raise ConfigError("--seeds starts new runs; resume each seed's folder with --resume on its own")
+    if "seed" in overrides:
+        raise ConfigError("give the seeds with --seeds only, not also -p seed")
+    plans = [plan_run(args.notebook, args.files, {**overrides, "seed": seed}, output_root=args.output_root,
+                      run_name=f"{args.run_name or 'seeds'}-seed{seed}") for seed in args.seeds]  # all checked first
+    run_dirs, failed = {}, []
+    for seed in args.seeds:
+        print(f"\n=== seed {seed} ({len(run_dirs) + len(failed) + 1} of {len(args.seeds)}) ===", flush=True)
+        try:
+            run_dirs[seed] = run_notebook(
+                args.notebook, args.files, {**overrides, "seed": seed},
+                run_name=f"{args.run_name or 'seeds'}-seed{seed}", output_root=args.output_root,
+                progress_bar=args.cell_progress, log_output=not args.quiet,
+                execution_timeout=args.timeout, command=command,
+            )  # fmt: skip
+        except RunError as err:
+            print(f"\nseed {seed} {err.status}: {err}\n{summarize(err.run_dir)}", file=sys.stderr)
+            failed.append(seed)
+            if err.status == "interrupted":
+                break
+    if not run_dirs:
+        return 1
+    folder = seeds_folder(plans[0].output_root, plans[0].notebook, args.run_name)
+    table = write_seed_report(run_dirs, folder, failed)
+    print(f"\nspread over seeds {sorted(run_dirs)}:\n{format_spread(table)}\nreport: {folder}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

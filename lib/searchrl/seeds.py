@@ -1,0 +1,139 @@
+"""One notebook over several seeds, and the spread of its results.
+
+`python -m searchrl.runner NOTEBOOK -f PARAMS --seeds 0 1 2` runs the notebook once per seed (each run its own folder,
+`<run name>-seed<N>`), then writes a folder `outputs/<notebook>/<time>-seeds-<run name>/` with:
+  seeds.csv       every seed's stage table (one row per seed and stage)
+  spread.csv      per stage: mean, standard deviation, min and max over seeds of the headline metrics, and how
+                  many seeds' paired interval of the change from the previous stage lies above zero
+  spread.png      F1 per stage with one dot per seed, and each seed's change with its 95% interval
+  runs.json       the run folders, and the seeds that failed
+A seed changes the sampling and the order of the training data, never the questions (those come from world_seed).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from searchrl.rundir import read_json, write_json
+
+HEADLINE = ("F1", "EM", "F1 multi-hop", "searches/question", "format-valid rate", "ΔF1 vs previous")
+
+
+def seed_tables(run_dirs: dict[int, Path]) -> pd.DataFrame:
+    """Every seed's stage table (`eval/table.json`) stacked, with a `seed` column; runs without one are left out."""
+    frames = []
+    for seed, run_dir in run_dirs.items():
+        rows = read_json(Path(run_dir) / "eval" / "table.json")
+        if rows:
+            frames.append(pd.DataFrame(rows).assign(seed=seed, run=str(run_dir)))
+    if not frames:
+        raise ValueError("none of the runs wrote an evaluation table (eval/table.json)")
+    return pd.concat(frames, ignore_index=True)
+
+
+def spread(tables: pd.DataFrame) -> pd.DataFrame:
+    """Per stage (in the order the runs evaluated them): mean, sd, min and max over seeds of the headline metrics,
+    and `seeds with ΔF1 > 0` (seeds whose paired 95% interval of the change lies wholly above zero)."""
+    stages = list(dict.fromkeys(tables["stage"]))
+    metrics = [m for m in HEADLINE if m in tables]
+    rows = []
+    for stage in stages:
+        part = tables[tables["stage"] == stage]
+        row: dict = {"stage": stage, "seeds": int(part["seed"].nunique())}
+        for m in metrics:
+            values = part[m].astype(float)
+            row[f"{m} mean"] = values.mean()
+            row[f"{m} sd"] = values.std(ddof=1) if values.notna().sum() > 1 else np.nan
+            row[f"{m} min"], row[f"{m} max"] = values.min(), values.max()
+        if "ΔF1 95% low" in part:
+            row["seeds with ΔF1 > 0"] = int((part["ΔF1 95% low"].astype(float) > 0).sum())
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("stage")
+
+
+def spread_figure(tables: pd.DataFrame):
+    """Left: F1 per stage, a bar at the mean and a dot per seed. Right: each seed's change from the previous stage
+    with its paired-bootstrap 95% interval (one marker per seed, stages side by side)."""
+    from searchrl.plots import ReportFigure
+
+    stages = list(dict.fromkeys(tables["stage"]))
+    seeds = sorted(tables["seed"].unique())
+    fig = ReportFigure(figsize=(10.0, 3.4), layout="constrained")
+    left, right = fig.subplots(1, 2)
+    x = np.arange(len(stages))
+    means = [tables.loc[tables["stage"] == s, "F1"].mean() for s in stages]
+    left.bar(x, means, 0.6, color=[f"C{i % 10}" for i in range(len(stages))], alpha=0.5)
+    for j, seed in enumerate(seeds):
+        part = tables[tables["seed"] == seed].set_index("stage")
+        left.plot(x, [part["F1"].get(s, np.nan) for s in stages], "o", color="black", markersize=4,
+                  label="one seed" if j == 0 else None)
+    left.set_xticks(x, stages, rotation=15, ha="right")
+    left.set_title(f"F1 per stage ({len(seeds)} seeds)")
+    left.legend(fontsize="small")
+    left.grid(axis="y", alpha=0.3)
+    if "ΔF1 vs previous" in tables:
+        changed = [s for s in stages if tables.loc[tables["stage"] == s, "ΔF1 vs previous"].notna().any()]
+        width = 0.8 / max(len(seeds), 1)
+        for j, seed in enumerate(seeds):
+            part = tables[tables["seed"] == seed].set_index("stage")
+            d = np.array([part["ΔF1 vs previous"].get(s, np.nan) for s in changed], dtype=float)
+            lo = np.array([part["ΔF1 95% low"].get(s, np.nan) for s in changed], dtype=float)
+            hi = np.array([part["ΔF1 95% high"].get(s, np.nan) for s in changed], dtype=float)
+            xs = np.arange(len(changed)) + (j - (len(seeds) - 1) / 2) * width
+            right.errorbar(xs, d, yerr=[d - lo, hi - d], fmt="o", capsize=3, label=f"seed {seed}")
+        right.axhline(0, color="black", linewidth=0.8)
+        right.set_xticks(np.arange(len(changed)), changed, rotation=15, ha="right")
+        right.set_title("ΔF1 vs previous stage (paired 95% CI)")
+        right.legend(fontsize="small")
+        right.grid(axis="y", alpha=0.3)
+    return fig
+
+
+def write_seed_report(run_dirs: dict[int, Path], folder: Path, failed: Sequence[int] = ()) -> pd.DataFrame:
+    """seeds.csv, spread.csv, spread.png and runs.json in `folder`; returns the spread table."""
+    from searchrl.rundir import save_figure
+
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json(folder / "runs.json", {"runs": {str(s): str(d) for s, d in run_dirs.items()},
+                                      "failed_seeds": list(failed)})
+    tables = seed_tables(run_dirs)
+    tables.to_csv(folder / "seeds.csv", index=False)
+    table = spread(tables)
+    table.to_csv(folder / "spread.csv")
+    save_figure(spread_figure(tables), folder / "spread.png")
+    return table
+
+
+def seeds_folder(output_root: str | Path, notebook: str | Path, run_name: str | None) -> Path:
+    """outputs/<notebook>/<time>-seeds-<run name>/; a second one in the same second gets a suffix."""
+    base = Path(output_root) / Path(notebook).stem
+    stem = f"{time.strftime('%Y%m%d-%H%M%S')}-seeds" + (f"-{run_name}" if run_name else "")
+    folder, n = base / stem, 1
+    while folder.exists():
+        n += 1
+        folder = base / f"{stem}-{n}"
+    return folder
+
+
+def format_spread(table: pd.DataFrame) -> str:
+    """The spread as text: mean ± sd [min, max] of F1 and ΔF1 per stage, and the seeds whose change is above zero."""
+    lines = []
+    for stage, row in table.iterrows():
+        text = f"{stage:<20} F1 {row['F1 mean']:.3f} ± {_sd(row['F1 sd'])} [{row['F1 min']:.3f}, {row['F1 max']:.3f}]"
+        if "ΔF1 vs previous mean" in row and pd.notna(row["ΔF1 vs previous mean"]):
+            text += (f"   ΔF1 {row['ΔF1 vs previous mean']:+.3f} ± {_sd(row['ΔF1 vs previous sd'])}"
+                     f"   interval above 0 in {int(row['seeds with ΔF1 > 0'])} of {int(row['seeds'])} seeds")
+        lines.append(text)
+    return "\n".join(lines)
+
+
+def _sd(value: float) -> str:
+    return "n/a" if pd.isna(value) else f"{value:.3f}"
+
+
+__all__ = ["format_spread", "seed_tables", "seeds_folder", "spread", "spread_figure", "write_seed_report"]
