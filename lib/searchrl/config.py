@@ -191,6 +191,10 @@ class RunConfig(RolloutConfig):
     """Advantage scaling: group (by the group's std), batch (by the batch's std) or none."""
     drop_zero_variance: bool = False
     """Skip groups whose rewards are all equal (they carry no learning signal)."""
+    dynamic_sampling: bool = False
+    """DAPO dynamic sampling: when groups of a step have equal rewards, draw and roll out more questions (up to 3
+    extra batches) until the batch is filled with groups whose rewards differ; implies drop_zero_variance. Costs
+    extra rollouts, which on a CPU are cheaper than the backward pass they make count."""
     balance_question_types: bool = False
     """Sample training questions so that each question type is equally frequent."""
     logging_steps: int = 1

@@ -66,6 +66,12 @@ class SearchGRPOConfig(GRPOConfig):
     drop_zero_variance: bool = field(
         default=False, metadata={"help": "Remove groups whose rewards are all equal from the loss (DAPO)."}
     )
+    dynamic_sampling: bool = field(
+        default=False, metadata={"help": "Draw more questions until the batch is filled with groups whose rewards "
+                                         "differ (DAPO dynamic sampling); implies drop_zero_variance."})
+    dynamic_sampling_max_draws: int = field(
+        default=3, metadata={"help": "dynamic_sampling: extra batches drawn at most per step; what is still "
+                                     "missing then is filled with zero-variance groups, masked out."})
 
     def __post_init__(self):
         if self.rollout is None:
@@ -86,6 +92,10 @@ class SearchGRPOConfig(GRPOConfig):
             raise ValueError("gae_gamma must be in (0, 1] and gae_lambda in [0, 1]")
         if self.value_lr <= 0 or self.critic_epochs < 1 or self.critic_mini_batch_size < 0:
             raise ValueError("value_lr must be > 0, critic_epochs >= 1 and critic_mini_batch_size >= 0")
+        if self.dynamic_sampling:
+            self.drop_zero_variance = True  # groups that stay uninformative after the last draw are masked out
+            if self.dynamic_sampling_max_draws < 1:
+                raise ValueError("dynamic_sampling_max_draws must be >= 1")
 
     def to_dict(self):
         # Trackers and TRL's logging serialise the arguments as JSON; the rollout travels as its fields.
@@ -119,6 +129,9 @@ class SearchGRPOTrainer(GRPOTrainer):
         self._reward_ref_model = None
         self._last_rewards_per_func: torch.Tensor | None = None
         self.critic: Critic | None = None
+        if args.dynamic_sampling and self.accelerator.num_processes > 1:
+            raise ValueError("dynamic_sampling draws extra questions in one process; it does not support "
+                             f"{self.accelerator.num_processes} processes yet")
         if getattr(ADVANTAGE_ESTIMATORS.get(args.advantage_estimator), "needs_critic", False):
             self.critic = Critic(critic_from_policy(self.accelerator.unwrap_model(self.model)), self.accelerator,
                                  lr=args.value_lr, clip=args.value_clip, epochs=args.critic_epochs,
@@ -200,15 +213,62 @@ class SearchGRPOTrainer(GRPOTrainer):
     def _generate_and_score_completions(self, inputs):
         # Override: TRL 1.16 computes only GRPO-style advantages here; RLOO, REINFORCE++ (per-token, KL in the
         # reward, whitened over the global batch), PPO (GAE from a critic, which also trains here on the same batch)
-        # and DAPO's removal of zero-variance groups need the rewards and masks after TRL has built them.
+        # and DAPO's removal of zero-variance groups and dynamic sampling need the rewards and masks after TRL has
+        # built them, and dynamic sampling needs to generate again within one step.
+        output, rewards = self._scored_batch(inputs)
+        if not (self.args.dynamic_sampling and self.model.training):
+            return output
+        return self._fill_with_informative_groups(inputs, output, rewards)
+
+    def _fill_with_informative_groups(self, inputs, output, rewards):
+        """DAPO dynamic sampling: draw and score more questions (at most dynamic_sampling_max_draws batches) until
+        the batch holds as many informative groups as it has groups; the rest stays masked (drop_zero_variance)."""
+        from searchrl.trainer.dynamic_sampling import concat_batches, informative_groups, take_rows
+
+        g = self.num_generations
+        size = len(inputs)
+        wanted = size // g
+        batches, keeps, draws = [output], [informative_groups(rewards, g)], 0
+        while sum(int(k.sum()) for k in keeps) < wanted and draws < self.args.dynamic_sampling_max_draws:
+            more, more_rewards = self._scored_batch(self._draw_questions(wanted))
+            batches.append(more)
+            keeps.append(informative_groups(more_rewards, g))
+            draws += 1
+        # Informative groups first, in the order drawn; then the first batch's other groups as masked filler.
+        chosen = [(i, grp) for i, k in enumerate(keeps) for grp in k.nonzero().flatten().tolist()][:wanted]
+        chosen += [(0, grp) for grp in (~keeps[0]).nonzero().flatten().tolist()][: wanted - len(chosen)]
+        parts = []
+        for i, batch in enumerate(batches):
+            groups = [grp for j, grp in chosen if j == i]
+            if groups:
+                rows = torch.tensor([grp * g + k for grp in groups for k in range(g)])
+                parts.append(take_rows(batch, rows, size))
+        merged = concat_batches(parts, [len(p["completion_ids"]) for p in parts])
+        mask = merged["completion_mask"] * merged.get("tool_mask", 1)
+        merged["num_items_in_batch"] = mask.sum()
+        self._metrics["train"]["search/dynamic_extra_draws"].append(float(draws))
+        informative = sum(1 for i, grp in chosen if keeps[i][grp])
+        self._metrics["train"]["search/informative_group_frac"].append(informative / wanted)
+        return merged
+
+    def _draw_questions(self, n: int) -> list[dict]:
+        """`n` random training questions, each repeated num_generations times, as TRL's sampler would batch them."""
+        if getattr(self, "_refill_generator", None) is None:
+            self._refill_generator = torch.Generator().manual_seed(self.args.seed + 7919)
+        idx = torch.randperm(len(self.train_dataset), generator=self._refill_generator)[:n].tolist()
+        return [dict(self.train_dataset[i]) for i in idx for _ in range(self.num_generations)]
+
+    def _scored_batch(self, inputs):
+        """TRL's generated and scored batch, with this run's advantage estimator and zero-variance masking applied;
+        also returns the per-sample total rewards."""
         output = super()._generate_and_score_completions(inputs)
         estimator = ADVANTAGE_ESTIMATORS.get(self.args.advantage_estimator)
-        if self.args.advantage_estimator == "grpo" and not self.args.drop_zero_variance:
-            return output
-        mode = "train" if self.model.training else "eval"
-        num_generations = self.num_generations if mode == "train" else self.num_generations_eval
         rewards = (self._last_rewards_per_func * self.reward_weights.to(self._last_rewards_per_func.device)
                    .unsqueeze(0)).nansum(dim=1)
+        if self.args.advantage_estimator == "grpo" and not self.args.drop_zero_variance:
+            return output, rewards
+        mode = "train" if self.model.training else "eval"
+        num_generations = self.num_generations if mode == "train" else self.num_generations_eval
         local = slice(self.accelerator.process_index * len(inputs), (self.accelerator.process_index + 1) * len(inputs))
         mask = output["completion_mask"] * output.get("tool_mask", torch.ones_like(output["completion_mask"]))
         advantages = estimator(AdvantageInputs(
@@ -225,7 +285,7 @@ class SearchGRPOTrainer(GRPOTrainer):
             new_mask = output["completion_mask"] * output.get("tool_mask", 1)
             output["num_items_in_batch"] = self.accelerator.gather(new_mask.sum()).sum()
             self._metrics[mode]["search/kept_group_frac"].append(keep.float().mean().item())
-        return output
+        return output, rewards
 
     def _ppo_advantages(self, output, rewards: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
         """(B, T) GAE advantages from the critic's values; in training, then one critic regression on this batch

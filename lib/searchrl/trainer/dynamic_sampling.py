@@ -1,0 +1,46 @@
+"""DAPO's dynamic sampling: keep drawing questions until the batch is filled with groups that carry a signal.
+
+A group whose rollouts all earned the same reward has zero advantage everywhere: training on it only shrinks the
+batch. Instead of dropping such groups and training on what is left, the trainer draws more questions, scores them
+and fills the batch with informative groups (DAPO, Yu et al. 2025, section 3.2). What these helpers do: find the
+informative groups, and cut and join TRL's per-sample batch dictionaries (prompts are left-padded, completions
+right-padded, so joining pads each side the way TRL did).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def informative_groups(rewards: torch.Tensor, num_generations: int) -> torch.Tensor:
+    """(groups,) bool: whether the rewards within each group of `num_generations` consecutive samples differ."""
+    grouped = rewards.view(-1, num_generations)
+    return grouped.max(dim=1).values != grouped.min(dim=1).values
+
+
+def take_rows(batch: dict, rows: torch.Tensor, size: int) -> dict:
+    """The batch restricted to `rows`: every tensor whose first dimension is the batch `size` is indexed; other
+    entries (scalars such as num_items_in_batch) are kept as they are, for the caller to recompute."""
+    return {k: v[rows] if torch.is_tensor(v) and v.dim() > 0 and v.size(0) == size else v for k, v in batch.items()}
+
+
+def concat_batches(batches: list[dict], size_of: list[int]) -> dict:
+    """Join per-sample batches along the batch dimension. 2-D tensors are padded to the widest: on the left for
+    `prompt_*` keys (TRL left-pads prompts), on the right otherwise; padding is 0, which is also a masked position."""
+    out = {}
+    for key, first in batches[0].items():
+        per_sample = torch.is_tensor(first) and first.dim() > 0 and first.size(0) == size_of[0]
+        if not per_sample:
+            out[key] = first
+            continue
+        parts = [b[key] for b in batches]
+        if first.dim() == 2:
+            width = max(p.size(1) for p in parts)
+            left = key.startswith("prompt_")
+            parts = [F.pad(p, (width - p.size(1), 0) if left else (0, width - p.size(1))) for p in parts]
+        out[key] = torch.cat(parts, dim=0)
+    return out
+
+
+__all__ = ["concat_batches", "informative_groups", "take_rows"]

@@ -1,0 +1,54 @@
+"""DAPO dynamic sampling: a batch is refilled with groups whose rewards differ, instead of shrinking."""
+
+from __future__ import annotations
+
+import random
+
+import torch
+
+from fakes import FakeRetriever, MiniProtocol
+from searchrl.trainer import SearchGRPOConfig, SearchGRPOTrainer, prompt_dataset
+from searchrl.trainer.dynamic_sampling import concat_batches, informative_groups, take_rows
+
+
+def test_helpers_find_informative_groups_and_join_batches_padding_each_side():
+    assert informative_groups(torch.tensor([1.0, 1.0, 0.0, 1.0, 2.0, 2.0]), 2).tolist() == [False, True, False]
+    a = {"prompt_ids": torch.tensor([[5, 6]]), "completion_ids": torch.tensor([[7]]), "advantages": torch.tensor([1.0]),
+         "num_items_in_batch": torch.tensor(9)}
+    b = {"prompt_ids": torch.tensor([[1, 2, 3], [4, 5, 6]]), "completion_ids": torch.tensor([[8, 9], [1, 1]]),
+         "advantages": torch.tensor([2.0, 3.0]), "num_items_in_batch": torch.tensor(4)}
+    joined = concat_batches([a, take_rows(b, torch.tensor([1]), 2)], [1, 1])
+    assert joined["prompt_ids"].tolist() == [[0, 5, 6], [4, 5, 6]]  # prompts are left-padded, as TRL pads them
+    assert joined["completion_ids"].tolist() == [[7, 0], [1, 1]]  # completions right-padded
+    assert joined["advantages"].tolist() == [1.0, 3.0]
+    assert joined["num_items_in_batch"].item() == 9  # not per-sample: left for the caller to recompute
+
+
+def reward_by_question(prompts, completions, question, **kwargs):
+    # "constant" questions always score 0 (a zero-variance group); "varied" ones score at random.
+    return [0.0 if q.startswith("Constant") else random.random() for q in question]
+
+
+def test_a_zero_variance_group_is_replaced_by_an_informative_one(tmp_path, tiny_policy_path, tokenizer):
+    rows = [{"id": "c", "question": "Constant question?", "golden_answers": ["x"], "metadata": {}},
+            {"id": "v", "question": "Varied question?", "golden_answers": ["y"], "metadata": {}}]
+    protocol = MiniProtocol()
+    args = SearchGRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=2,
+                            max_completion_length=8, use_cpu=True, report_to="none", max_steps=1,
+                            save_strategy="no", dynamic_sampling=True, dynamic_sampling_max_draws=2)
+    assert args.drop_zero_variance  # implied: groups still uninformative after the last draw stay masked
+    data = prompt_dataset(rows, protocol, tokenizer)
+    trainer = SearchGRPOTrainer(model=str(tiny_policy_path), reward_funcs=[reward_by_question], args=args,
+                                train_dataset=data, retriever=FakeRetriever(), protocol=protocol,
+                                processing_class=tokenizer)
+    trainer.model.train()
+    inputs = [dict(data[0]), dict(data[0]), dict(data[1]), dict(data[1])]  # one constant group, one varied
+    batch = trainer._generate_and_score_completions(inputs)
+    assert batch["completion_ids"].size(0) == 4
+    varied = tokenizer(data[1]["prompt"], add_special_tokens=False)["input_ids"]
+    for ids, mask in zip(batch["prompt_ids"], batch["prompt_mask"]):
+        assert ids[mask.bool()].tolist() == varied  # both groups now come from the varied question
+    assert (batch["completion_mask"].sum(dim=1) > 0).all()  # and none is masked out
+    assert batch["num_items_in_batch"] == (batch["completion_mask"] * batch.get("tool_mask", 1)).sum()
+    assert trainer._metrics["train"]["search/informative_group_frac"] == [1.0]
+    assert trainer._metrics["train"]["search/dynamic_extra_draws"] == [1.0]
