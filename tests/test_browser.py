@@ -66,12 +66,15 @@ def _prepare_notebook(folder: Path, output_root: Path) -> Path:
 
 def _lab_settings(folder: Path) -> Path:
     """User settings for the test's JupyterLab: every cell stays rendered (JupyterLab 4 detaches cells that are
-    scrolled out of view by default, which would hide outputs from the page), and the notebook's own kernel starts
+    scrolled out of view by default, which would hide outputs from the page), the notebook's own kernel starts
     without a "Select Kernel" dialog (which JupyterLab may raise late, and accepting it restarts the kernel,
-    dropping the cells Run All queued)."""
+    dropping the cells Run All queued), and no "fetch Jupyter news?" notice pops up over the screenshots."""
     tracker = folder / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
     tracker.parent.mkdir(parents=True)
     tracker.write_text(json.dumps({"windowingMode": "none", "autoStartDefaultKernel": True}))
+    notices = folder / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+    notices.parent.mkdir(parents=True)
+    notices.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
     return folder
 
 
@@ -216,12 +219,11 @@ def test_run_all_in_jupyterlab_shows_plots_table_and_trajectories(lab, tmp_path)
             trajectories = viewer.locator(".searchrl-trajectory")
             expect(trajectories).not_to_have_count(0)
             retrieved = viewer.locator(".retrieved")
+            # The smoke profile's model searches, so at least one retrieved span is marked (and screenshotted).
+            expect(retrieved).not_to_have_count(0)
 
             saved = [("curves", _cells_containing(page, "exp.curves(")), ("table", table_cell),
                      ("trajectories", viewer)]
-            news = page.locator(".jp-toast-button", has_text=re.compile(r"^No$"))  # a notification over the page
-            if news.count():
-                news.first.click()
             for name, cell in saved:
                 cell.evaluate("element => element.scrollIntoView({block: 'start'})")  # the cell at the top
                 path = shots / f"quickstart_{name}.png"
@@ -246,5 +248,5 @@ def test_run_all_in_jupyterlab_shows_plots_table_and_trajectories(lab, tmp_path)
     (run_dir,) = (outputs / "quickstart").iterdir()
     records = [json.loads(line) for line in (run_dir / "trajectories" / "after_RL.jsonl").read_text().splitlines()]
     searches = sorted((r["searches"] for r in records), reverse=True)[:n_shown]
-    assert n_retrieved == sum(searches), f"{n_retrieved} retrieved spans shown for searches {searches}"
+    assert n_retrieved == sum(searches) >= 1, f"{n_retrieved} retrieved spans shown for searches {searches}"
     print(f"trajectories shown: {n_shown}, retrieved spans marked: {n_retrieved}")

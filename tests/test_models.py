@@ -47,3 +47,41 @@ def test_bundled_model_answers_offline_from_its_cache():
     answer = tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
     assert "Paris" in answer
     assert (models.cache_root() / "models" / models.DEFAULT_POLICY / "config.json").exists()
+
+
+def test_tiny_policies_are_built_once_into_a_versioned_cache(monkeypatch, tmp_path, tiny_policy):
+    from searchrl.sft.tiny_searcher import RECIPE_VERSION
+
+    monkeypatch.setenv(models.CACHE_ENV, str(tmp_path))
+    builds = []
+    monkeypatch.setattr(models, "_build_tiny_policy", lambda name: builds.append(name) or tiny_policy)
+    first = models.policy_path(models.TINY_SEARCHER)
+    assert models.policy_path(models.TINY_SEARCHER) == first and builds == [models.TINY_SEARCHER]
+    assert first.endswith(f"{models.TINY_SEARCHER}-v{RECIPE_VERSION}")  # a new recipe never loads an old build
+
+
+def test_searcher_loss_scores_only_trained_tokens_and_matches_the_models_own(tiny_policy):
+    from searchrl.sft.tiny_searcher import _batch, first_turns, trained_token_loss
+
+    model, tokenizer = tiny_policy
+    items = [{"segments": [("<think> a </think>\n<search> q </search>", True), ("<information>", False),
+                           ("<answer> x </answer>", True)]}]
+    assert first_turns(items)[0]["segments"] == items[0]["segments"][:1]
+    ids = tokenizer("Question: who? <search> Bix Records founder </search>", add_special_tokens=False)["input_ids"]
+    labels = [-100] * 4 + ids[4:]
+    batch = _batch([(ids, labels), (ids[:6], labels[:6])], tokenizer.pad_token_id)
+    with torch.no_grad():
+        expected = model(**batch).loss  # transformers' shifted, -100-masked cross-entropy over the full output
+        assert torch.allclose(trained_token_loss(model, batch), expected, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_tiny_searcher_opens_with_a_search_call_on_questions_it_never_saw():
+    from searchrl.data.synthetic import make_world
+    from searchrl.sft.tiny_searcher import opening_queries
+
+    model, tokenizer = models.load_policy(models.TINY_SEARCHER, device="cpu")
+    # The notebooks' world (seed 0); the model was trained on another one.
+    questions = [row["question"] for row in make_world(seed=0, n_entities=40, progress=False).splits["test"][:6]]
+    queries = opening_queries(model, tokenizer, questions)
+    assert any(queries), f"no greedy opening closes a search call: {queries}"

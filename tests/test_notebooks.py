@@ -15,10 +15,13 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 # Cells whose value is a figure from searchrl.plots (through Experiment.curves / Experiment.bars).
 PLOT_CALLS = ("exp.curves(", "exp.bars(")
+VIEWER_CALL = "exp.show_trajectories("
+RETRIEVED_MARK = 'class="retrieved"'  # how searchrl.evaluate.render_trajectory marks a retrieved span
 
 
 def _check_outputs(executed: Path) -> None:
-    """What a reader of the executed notebook sees: no errors anywhere, an image in every plot cell."""
+    """What a reader of the executed notebook sees: no errors anywhere, an image in every plot cell, a marked
+    retrieved span in the trajectory viewer."""
     cells = [c for c in nbformat.read(str(executed), as_version=4).cells if c.cell_type == "code"]
     errors = [(c.source[:60], o.get("ename"), o.get("evalue")) for c in cells for o in c.outputs
               if o.output_type == "error"]
@@ -28,6 +31,12 @@ def _check_outputs(executed: Path) -> None:
     for cell in plot_cells:
         kinds = [sorted(o.get("data", {})) for o in cell.outputs]
         assert any("image/png" in k for k in kinds), f"plot cell {cell.source!r} shows no image, only {kinds}"
+    # The smoke profiles' model searches, so the trajectory viewer has something to show: a marked retrieved span.
+    viewers = [c for c in cells if VIEWER_CALL in c.source]
+    assert viewers, f"{executed.name} has no cell calling {VIEWER_CALL}"
+    for cell in viewers:
+        shown = "".join(o.get("data", {}).get("text/html", "") for o in cell.outputs)
+        assert RETRIEVED_MARK in shown, f"the trajectory viewer marks no retrieved span: {shown[:500]!r}"
 
 
 @pytest.mark.slow

