@@ -98,7 +98,7 @@ def measure(name: str, cfg, policy: str, steps: int, world, retriever, tokenizer
     from searchrl.protocols import get_protocol
     from searchrl.rewards import make_rewards
     from searchrl.trainer import SearchGRPOTrainer, prompt_dataset
-    from searchrl.trainer.arguments import grpo_args
+    from searchrl.trainer.arguments import grpo_args, lora_config
 
     seed_everything(cfg.seed)
     protocol = get_protocol(cfg.protocol)
@@ -106,18 +106,12 @@ def measure(name: str, cfg, policy: str, steps: int, world, retriever, tokenizer
                          cfg.train_max_hops)
     data = prompt_dataset(rows, protocol, tokenizer, chat=cfg.chat_prompt)
     funcs, weights = make_rewards(cfg.rewards, protocol, cfg.reward_weights or None)
-    peft_config = None
-    if cfg.use_peft:
-        from peft import LoraConfig
-
-        peft_config = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, task_type="CAUSAL_LM",
-                                 target_modules="all-linear")
     clock = StepClock()
     with tempfile.TemporaryDirectory() as out:
         args = grpo_args(cfg.replace(save_steps=10**6), out, max_steps=steps, reward_weights=weights)
         trainer = SearchGRPOTrainer(model=policy, reward_funcs=funcs, args=args, train_dataset=data,
                                     retriever=retriever, protocol=protocol, processing_class=tokenizer,
-                                    peft_config=peft_config, callbacks=[clock.callback()])
+                                    peft_config=lora_config(cfg), callbacks=[clock.callback()])
         trainer.rollout_func = clock.wrap("rollout", trainer.rollout_func)
         trainer._generate_and_score_completions = clock.wrap("generate_and_score",
                                                              trainer._generate_and_score_completions)

@@ -17,7 +17,7 @@ def test_helpers_find_informative_groups_and_join_batches_padding_each_side():
          "num_items_in_batch": torch.tensor(9)}
     b = {"prompt_ids": torch.tensor([[1, 2, 3], [4, 5, 6]]), "completion_ids": torch.tensor([[8, 9], [1, 1]]),
          "advantages": torch.tensor([2.0, 3.0]), "num_items_in_batch": torch.tensor(4)}
-    joined = concat_batches([a, take_rows(b, torch.tensor([1]), 2)], [1, 1])
+    joined = concat_batches([a, take_rows(b, torch.tensor([1]), 2)], 1)
     assert joined["prompt_ids"].tolist() == [[0, 5, 6], [4, 5, 6]]  # prompts are left-padded, as TRL pads them
     assert joined["completion_ids"].tolist() == [[7, 0], [1, 1]]  # completions right-padded
     assert joined["advantages"].tolist() == [1.0, 3.0]

@@ -212,7 +212,7 @@ class Experiment:
         from searchrl.progress import attach_stage_bar
         from searchrl.rewards import expand_rewards, make_rewards
         from searchrl.trainer import SearchGRPOTrainer, prompt_dataset
-        from searchrl.trainer.arguments import grpo_args
+        from searchrl.trainer.arguments import grpo_args, lora_config
 
         cfg = self.cfg
         used = {name for name, _ in expand_rewards(stage.rewards)}
@@ -229,15 +229,9 @@ class Experiment:
             groups = [data.filter(lambda t, q=q: t == q, input_columns="qtype") for q in sorted(set(data["qtype"]))]
             size = min(len(g) for g in groups)
             data = concatenate_datasets([g.shuffle(seed=cfg.seed).select(range(size)) for g in groups])
-        peft_config = None
-        if cfg.use_peft:
-            from peft import LoraConfig
-
-            peft_config = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, task_type="CAUSAL_LM",
-                                     target_modules="all-linear")
         trainer = SearchGRPOTrainer(model=str(start), reward_funcs=funcs, args=args, train_dataset=data,
                                     retriever=self.retriever, protocol=self.protocol, processing_class=self.tokenizer,
-                                    peft_config=peft_config, callbacks=[history_callback(self.history)])
+                                    peft_config=lora_config(cfg), callbacks=[history_callback(self.history)])
         attach_stage_bar(trainer, stage.name, {"reward": "reward", "search/searches_per_sample": "searches"})
         resume = None
         if cfg.resume:

@@ -585,21 +585,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run_seeds(args: argparse.Namespace, overrides: dict[str, Any], command: list[str]) -> int:
     """One run per seed; a failed seed is reported and the others still run. Then the spread over seeds."""
-    from searchrl.seeds import format_spread, seeds_folder, write_seed_report
+    from searchrl.rundir import create_run_dir
+    from searchrl.seeds import format_spread, write_seed_report
 
     if args.resume:
         raise ConfigError("--seeds starts new runs; resume each seed's folder with --resume on its own")
     if "seed" in overrides:
         raise ConfigError("give the seeds with --seeds only, not also -p seed")
+    names = {seed: f"{args.run_name or 'seeds'}-seed{seed}" for seed in args.seeds}
     plans = [plan_run(args.notebook, args.files, {**overrides, "seed": seed}, output_root=args.output_root,
-                      run_name=f"{args.run_name or 'seeds'}-seed{seed}") for seed in args.seeds]  # all checked first
+                      run_name=names[seed]) for seed in args.seeds]  # every seed checked before the first runs
     run_dirs, failed = {}, []
     for seed in args.seeds:
         print(f"\n=== seed {seed} ({len(run_dirs) + len(failed) + 1} of {len(args.seeds)}) ===", flush=True)
         try:
             run_dirs[seed] = run_notebook(
                 args.notebook, args.files, {**overrides, "seed": seed},
-                run_name=f"{args.run_name or 'seeds'}-seed{seed}", output_root=args.output_root,
+                run_name=names[seed], output_root=args.output_root,
                 progress_bar=args.cell_progress, log_output=not args.quiet,
                 execution_timeout=args.timeout, command=command,
             )  # fmt: skip
@@ -610,7 +612,8 @@ def _run_seeds(args: argparse.Namespace, overrides: dict[str, Any], command: lis
                 break
     if not run_dirs:
         return 1
-    folder = seeds_folder(plans[0].output_root, plans[0].notebook, args.run_name)
+    folder = create_run_dir(plans[0].name, "seeds" + (f"-{args.run_name}" if args.run_name else ""),
+                            plans[0].output_root)
     table = write_seed_report(run_dirs, folder, failed)
     print(f"\nspread over seeds {sorted(run_dirs)}:\n{format_spread(table)}\nreport: {folder}")
     return 1 if failed else 0

@@ -1,7 +1,7 @@
 """One notebook over several seeds, and the spread of its results.
 
 `python -m searchrl.runner NOTEBOOK -f PARAMS --seeds 0 1 2` runs the notebook once per seed (each run its own folder,
-`<run name>-seed<N>`), then writes a folder `outputs/<notebook>/<time>-seeds-<run name>/` with:
+`<run name>-seed<N>`), then writes a folder `outputs/<notebook>/<time>-<id>-seeds-<run name>/` with:
   seeds.csv       every seed's stage table (one row per seed and stage)
   spread.csv      per stage: mean, standard deviation, min and max over seeds of the headline metrics, and how
                   many seeds' paired interval of the change from the previous stage lies above zero
@@ -12,7 +12,6 @@ A seed changes the sampling and the order of the training data, never the questi
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -109,17 +108,6 @@ def write_seed_report(run_dirs: dict[int, Path], folder: Path, failed: Sequence[
     return table
 
 
-def seeds_folder(output_root: str | Path, notebook: str | Path, run_name: str | None) -> Path:
-    """outputs/<notebook>/<time>-seeds-<run name>/; a second one in the same second gets a suffix."""
-    base = Path(output_root) / Path(notebook).stem
-    stem = f"{time.strftime('%Y%m%d-%H%M%S')}-seeds" + (f"-{run_name}" if run_name else "")
-    folder, n = base / stem, 1
-    while folder.exists():
-        n += 1
-        folder = base / f"{stem}-{n}"
-    return folder
-
-
 def format_spread(table: pd.DataFrame) -> str:
     """The spread as text: mean ± sd [min, max] of F1 and ΔF1 per stage, and the seeds whose change is above zero."""
     lines = []
@@ -136,4 +124,4 @@ def _sd(value: float) -> str:
     return "n/a" if pd.isna(value) else f"{value:.3f}"
 
 
-__all__ = ["format_spread", "seed_tables", "seeds_folder", "spread", "spread_figure", "write_seed_report"]
+__all__ = ["format_spread", "seed_tables", "spread", "spread_figure", "write_seed_report"]

@@ -43,6 +43,15 @@ def grpo_args(cfg: RunConfig, output_dir: str | Path, *, max_steps: int | None =
     )
 
 
+def lora_config(cfg: RunConfig):
+    """The LoRA adapter of this run (`use_peft`, `lora_r`, `lora_alpha`, every linear layer), or None."""
+    if not cfg.use_peft:
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, task_type="CAUSAL_LM", target_modules="all-linear")
+
+
 def sft_args(cfg: RunConfig, output_dir: str | Path, *, batch_size: int = 8, max_length: int = 1024):
     """The SFTConfig of this run's cold start (nothing saved by the trainer: the run saves the model itself)."""
     from trl import SFTConfig
@@ -57,4 +66,4 @@ def sft_args(cfg: RunConfig, output_dir: str | Path, *, batch_size: int = 8, max
     )
 
 
-__all__ = ["grpo_args", "hardware_args", "sft_args"]
+__all__ = ["grpo_args", "hardware_args", "lora_config", "sft_args"]

@@ -25,12 +25,13 @@ def take_rows(batch: dict, rows: torch.Tensor, size: int) -> dict:
     return {k: v[rows] if torch.is_tensor(v) and v.dim() > 0 and v.size(0) == size else v for k, v in batch.items()}
 
 
-def concat_batches(batches: list[dict], size_of: list[int]) -> dict:
-    """Join per-sample batches along the batch dimension. 2-D tensors are padded to the widest: on the left for
-    `prompt_*` keys (TRL left-pads prompts), on the right otherwise; padding is 0, which is also a masked position."""
+def concat_batches(batches: list[dict], size: int) -> dict:
+    """Join per-sample batches along the batch dimension (`size`: the first batch's number of samples, which tells
+    per-sample tensors from the rest). 2-D tensors are padded to the widest: on the left for `prompt_*` keys (TRL
+    left-pads prompts), on the right otherwise; padding is 0, which is also a masked position."""
     out = {}
     for key, first in batches[0].items():
-        per_sample = torch.is_tensor(first) and first.dim() > 0 and first.size(0) == size_of[0]
+        per_sample = torch.is_tensor(first) and first.dim() > 0 and first.size(0) == size
         if not per_sample:
             out[key] = first
             continue

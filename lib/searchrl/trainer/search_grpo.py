@@ -23,6 +23,7 @@ from searchrl.protocols.base import SearchProtocol
 from searchrl.quiet import silence_known_warnings
 from searchrl.rollout import HFTurnGenerator, RolloutConfig, SearchRollout, VLLMTurnGenerator, summarize
 from searchrl.trainer.advantages import ADVANTAGE_ESTIMATORS, AdvantageInputs, gae_advantages
+from searchrl.trainer.dynamic_sampling import concat_batches, informative_groups, take_rows
 from searchrl.trainer.value import Critic, critic_from_policy, explained_variance, masked_mean
 
 silence_known_warnings()
@@ -223,8 +224,6 @@ class SearchGRPOTrainer(GRPOTrainer):
     def _fill_with_informative_groups(self, inputs, output, rewards):
         """DAPO dynamic sampling: draw and score more questions (at most dynamic_sampling_max_draws batches) until
         the batch holds as many informative groups as it has groups; the rest stays masked (drop_zero_variance)."""
-        from searchrl.trainer.dynamic_sampling import concat_batches, informative_groups, take_rows
-
         g = self.num_generations
         size = len(inputs)
         wanted = size // g
@@ -243,7 +242,7 @@ class SearchGRPOTrainer(GRPOTrainer):
             if groups:
                 rows = torch.tensor([grp * g + k for grp in groups for k in range(g)])
                 parts.append(take_rows(batch, rows, size))
-        merged = concat_batches(parts, [len(p["completion_ids"]) for p in parts])
+        merged = concat_batches(parts, len(parts[0]["completion_ids"]))
         mask = merged["completion_mask"] * merged.get("tool_mask", 1)
         merged["num_items_in_batch"] = mask.sum()
         self._metrics["train"]["search/dynamic_extra_draws"].append(float(draws))
@@ -279,8 +278,7 @@ class SearchGRPOTrainer(GRPOTrainer):
         if advantages is not None:
             output["advantages"] = advantages
         if self.args.drop_zero_variance:
-            grouped = rewards.view(-1, num_generations)
-            keep = (grouped.max(dim=1).values != grouped.min(dim=1).values).repeat_interleave(num_generations)[local]
+            keep = informative_groups(rewards, num_generations).repeat_interleave(num_generations)[local]
             output["completion_mask"] = output["completion_mask"] * keep.unsqueeze(1).to(output["completion_mask"])
             new_mask = output["completion_mask"] * output.get("tool_mask", 1)
             output["num_items_in_batch"] = self.accelerator.gather(new_mask.sum()).sum()
