@@ -92,6 +92,7 @@ def r_search_text(p: SearchProtocol, docs: list[Doc] = DOCS) -> str:
 
 VALID = {
     "search_r1": (search_r1_text, ["Britney Spears birthplace", "McComb location"]),
+    "search_r1_compact": (search_r1_text, ["Britney Spears birthplace", "McComb location"]),
     "r1_searcher": (r1_searcher_text, ["Britney Spears birthplace", "McComb state"]),
     "r1_searcher_pp": (r1_searcher_pp_text, ["Britney Spears birthplace"]),
     "r_search": (r_search_text, ["Britney Spears birthplace", "McComb state"]),
@@ -102,7 +103,7 @@ VALID = {
 
 
 def test_registry_lists_the_four_papers_and_returns_instances():
-    assert set(PROTOCOLS) == {"search_r1", "r1_searcher", "r1_searcher_pp", "r_search"}
+    assert set(PROTOCOLS) == {"search_r1", "search_r1_compact", "r1_searcher", "r1_searcher_pp", "r_search"}
     for name, cls in PROTOCOLS.items():
         proto = get_protocol(name)
         assert isinstance(proto, cls) and isinstance(proto, SearchProtocol) and proto.name == name
@@ -128,6 +129,7 @@ def test_package_exports():
         "PROTOCOLS",
         "get_protocol",
         "SearchR1Protocol",
+        "SearchR1CompactProtocol",
         "R1SearcherProtocol",
         "R1SearcherPPProtocol",
         "RSearchProtocol",
@@ -153,6 +155,7 @@ class FakeChatTokenizer:
     "name, roles",
     [
         ("search_r1", ["user"]),
+        ("search_r1_compact", ["system", "user"]),
         ("r1_searcher", ["system", "user"]),
         ("r1_searcher_pp", ["user"]),
         ("r_search", ["system", "user"]),
@@ -606,3 +609,13 @@ def test_chat_prompt_with_the_real_template(smollm2_tokenizer, name):
     prompt = p.build_prompt("Who sang Curious?", smollm2_tokenizer)
     assert "<|im_start|>user\nWho sang Curious?" in prompt or "Question: Who sang Curious?" in prompt
     assert prompt.endswith("<|im_start|>assistant\n" + p.response_prefix)
+
+
+def test_compact_prompt_keeps_search_r1_rules_in_fewer_words():
+    """The compact instruction names every tag of the grammar, and is much shorter than the paper's template."""
+    full, compact = get_protocol("search_r1"), get_protocol("search_r1_compact")
+    for tag in ("<think>", "</think>", "<search>", "</search>", "<information>", "</information>", "<answer>",
+                "</answer>"):
+        assert tag in compact.system_prompt
+    assert len(compact.system_prompt.split()) * 3 < len(full.system_prompt.split())
+    assert compact.parse(search_r1_text(compact)) == full.parse(search_r1_text(full))

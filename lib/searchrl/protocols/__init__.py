@@ -6,6 +6,7 @@ from searchrl.protocols.r1_searcher_pp import R1SearcherPPProtocol
 from searchrl.protocols.r_search import RSearchFormat, RSearchProtocol
 from searchrl.protocols.registry import PROTOCOLS, get_protocol
 from searchrl.protocols.search_r1 import SearchR1Protocol
+from searchrl.protocols.search_r1_compact import SearchR1CompactProtocol
 
 __all__ = [
     "PROTOCOLS",
@@ -15,6 +16,7 @@ __all__ = [
     "RSearchFormat",
     "RSearchProtocol",
     "SearchProtocol",
+    "SearchR1CompactProtocol",
     "SearchR1Protocol",
     "get_protocol",
 ]

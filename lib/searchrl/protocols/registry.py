@@ -7,6 +7,7 @@ from searchrl.protocols.r1_searcher import R1SearcherProtocol
 from searchrl.protocols.r1_searcher_pp import R1SearcherPPProtocol
 from searchrl.protocols.r_search import RSearchProtocol
 from searchrl.protocols.search_r1 import SearchR1Protocol
+from searchrl.protocols.search_r1_compact import SearchR1CompactProtocol
 from searchrl.registry import Registry
 
 
@@ -18,6 +19,8 @@ def _normalize(name: str) -> str:
 # name -> protocol class (instantiated without arguments).
 PROTOCOLS: Registry[type[SearchProtocol]] = Registry("protocol", normalize=_normalize)
 PROTOCOLS.register("search_r1", SearchR1Protocol, doc="Search-R1: <think>, <search>, <information>, <answer>")
+PROTOCOLS.register("search_r1_compact", SearchR1CompactProtocol,
+                   doc="Search-R1's tags and grammar under a 50-token instruction (CPU training budgets)")
 PROTOCOLS.register("r1_searcher", R1SearcherProtocol,
                    doc="R1-Searcher: <|begin_of_query|> inside a pre-filled <think>, then <answer>")
 PROTOCOLS.register("r1_searcher_pp", R1SearcherPPProtocol,
