@@ -84,7 +84,8 @@ def test_eval_subsets_filters_and_the_no_search_stage(tmp_path, monkeypatch):
                       max_completion_tokens=16)
     assert {int(r["metadata"]["hops"]) for r in exp.train_rows} == {1}  # train_max_hops keeps one-hop questions
     model = exp.load_model()
-    assert len(exp.evaluate(model, "untrained").records) == 2  # n_eval_untrained: a prefix of the eval questions
+    # n_eval_untrained, passed as the notebooks pass it: a prefix of the eval questions
+    assert len(exp.evaluate(model, "untrained", n_questions=exp.cfg.n_eval_untrained).records) == 2
     assert len(exp.evaluate(model, "after RL").records) == 6
     seen = []
     monkeypatch.setattr("searchrl.evaluate.evaluate", lambda *a, rollout, **k: seen.append(rollout.max_searches)

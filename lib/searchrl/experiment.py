@@ -131,9 +131,10 @@ class Experiment:
 
     # ---- evaluation -------------------------------------------------------------------------------------------
 
-    def evaluate(self, model, stage: str, *, max_searches: int | None = None):
+    def evaluate(self, model, stage: str, *, max_searches: int | None = None, n_questions: int = 0):
         """Greedy search rollouts on the evaluation questions; saves eval/<stage>.json and trajectories.
-        `max_searches` overrides the run's search budget for this stage only (0: answer without searching)."""
+        `max_searches` overrides the run's search budget for this stage only (0: answer without searching);
+        `n_questions` > 0 evaluates only the first that many questions (the notebooks pass `n_eval_untrained`)."""
         import dataclasses
 
         from searchrl.evaluate import evaluate
@@ -143,9 +144,8 @@ class Experiment:
         if max_searches is not None:
             rollout = dataclasses.replace(rollout, max_searches=max_searches)
         slug = stage.replace(" ", "_")
-        rows = self.eval_rows
-        if stage == "untrained" and cfg.n_eval_untrained:
-            rows = rows[: cfg.n_eval_untrained]  # eval_rows interleave the types, so a prefix covers them all
+        # eval_rows interleave the types, so a prefix covers them all
+        rows = self.eval_rows[:n_questions] if n_questions > 0 else self.eval_rows
         result = evaluate(model, self.tokenizer, self.protocol, self.retriever, rows,
                           rollout=rollout, batch_size=cfg.eval_batch_size, chat=cfg.chat_prompt,
                           desc=f"evaluate: {stage}", records_path=self.run_dir / "trajectories" / f"{slug}.jsonl",

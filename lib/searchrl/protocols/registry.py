@@ -20,7 +20,7 @@ def _normalize(name: str) -> str:
 PROTOCOLS: Registry[type[SearchProtocol]] = Registry("protocol", normalize=_normalize)
 PROTOCOLS.register("search_r1", SearchR1Protocol, doc="Search-R1: <think>, <search>, <information>, <answer>")
 PROTOCOLS.register("search_r1_compact", SearchR1CompactProtocol,
-                   doc="Search-R1's tags and grammar under a 50-token instruction (CPU training budgets)")
+                   doc="Search-R1's tags and grammar under a short instruction (70 prompt tokens against 157; CPU budgets)")
 PROTOCOLS.register("r1_searcher", R1SearcherProtocol,
                    doc="R1-Searcher: <|begin_of_query|> inside a pre-filled <think>, then <answer>")
 PROTOCOLS.register("r1_searcher_pp", R1SearcherPPProtocol,
