@@ -295,3 +295,20 @@ def test_rl_steps_zero_means_no_rl_stage() -> None:
     assert [s.name for s in rl_schedule(RunConfig.from_params({"rl_steps": 3}))] == ["rl"]
     two = rl_schedule(RunConfig.from_params({"rl_steps": 3, "two_stage": True, "stage1_steps": 3}))
     assert [(s.name, s.steps) for s in two] == [("rl_stage1", 3)]
+
+
+def test_arm_overrides_are_checked_naming_the_arm() -> None:
+    arms = {"em": {"rewards": ["em"]}, "f1": {"rewards": ["f1"], "learning_rate": 2e-5}}
+    cfg = RunConfig.from_params({"arms": arms, "seeds": [0, 1],
+                                 "claims": {"F1 beats EM": {"better": "f1", "worse": "em", "metric": "f1"}}})
+    assert list(cfg.arms) == ["em", "f1"] and cfg.seeds == [0, 1]
+    with pytest.raises(ConfigError, match=r"arm 'em': unknown parameter 'rewardz' \(did you mean 'rewards'\?\)"):
+        RunConfig.from_params({"arms": {"em": {"rewardz": ["em"]}}})
+    with pytest.raises(ConfigError, match="arm 'lr': .*learning_rate"):
+        RunConfig.from_params({"arms": {"lr": {"learning_rate": "fast"}}})
+    with pytest.raises(ConfigError, match="arm 'a' may not set seeds"):
+        RunConfig.from_params({"arms": {"a": {"seeds": [1]}}})
+    with pytest.raises(ConfigError, match="names arm 'b', which is not among the arms"):
+        RunConfig.from_params({"arms": {"a": {}}, "claims": {"x": {"better": "a", "worse": "b"}}})
+    with pytest.raises(ConfigError, match="item 1 is 'x'"):
+        RunConfig.from_params({"seeds": [0, "x"]})

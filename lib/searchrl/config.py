@@ -240,6 +240,18 @@ class RunConfig(RolloutConfig):
     index_cache_dir: str = ""
     """Where dense retrieval caches corpus embeddings; empty: $SEARCHRL_INDEX_CACHE, else ~/.cache/searchrl/indexes."""
 
+    # == ablation ==
+    arms: dict = field(default_factory=dict)
+    """The arms of an ablation notebook, by name: {arm name: {parameter: value, ...}}, each a set of overrides of
+    this config (e.g. {em: {rewards: [em]}, f1: {rewards: [f1]}}). Every arm shares the cold start and the held-out
+    questions; each runs in its own sub-folder. Checked like any parameter before anything runs."""
+    seeds: list[int] = field(default_factory=list)
+    """Seeds every arm runs with (empty: the single `seed`). Curves show the mean over seeds with a band."""
+    claims: dict = field(default_factory=dict)
+    """The papers' claims an ablation checks, by label: {label: {better: arm, worse: arm, metric: f1|em|...,
+    source: 'paper, table'}}. The verdict table gives our difference better - worse with a paired bootstrap
+    interval over questions and seeds."""
+
     def __post_init__(self) -> None:
         # Direct construction validates too, so no RunConfig can exist with a wrong type or range.
         values = {name: getattr(self, name) for name in _FIELD_TYPES}
@@ -474,6 +486,7 @@ def _semantic_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
             )
         )
     problems.extend(_registry_problems(values))
+    problems.extend(_ablation_problems(values))
     problems.extend(_environment_problems(values))
     if not values["rewards"] and values["rl_steps"] > 0:
         problems.append(("rewards", "rewards is empty but rl_steps > 0; name at least one reward"))
@@ -481,6 +494,39 @@ def _semantic_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
         problems.append(
             ("stage1_steps", f"two_stage needs 0 < stage1_steps <= rl_steps, got stage1_steps={values['stage1_steps']}")
         )
+    return problems
+
+
+def _ablation_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Each arm's overrides must make a valid config on their own (typos fail naming the arm); claims must name
+    arms that exist."""
+    problems = []
+    base = {k: v for k, v in values.items() if k not in ("arms", "claims")}
+    for arm, overrides in values["arms"].items():
+        if not isinstance(overrides, Mapping):
+            problems.append(("arms", f"arms: arm {arm!r} must map parameter names to values, got {_show(overrides)}"))
+            continue
+        nested = [k for k in overrides if k in ("arms", "claims", "seeds")]
+        if nested:
+            problems.append(("arms", f"arms: arm {arm!r} may not set {', '.join(nested)}"))
+            continue
+        try:
+            RunConfig.merge(("arm", base), (f"arm {arm!r}", overrides))
+        except ConfigError as error:
+            detail = str(error).split("\n(")[0].replace("invalid parameters:\n  ", "").replace("\n  ", "; ")
+            problems.append(("arms", f"arms: {detail}"))
+    keys = {"better", "worse", "metric", "source"}
+    for label, claim in values["claims"].items():
+        if not isinstance(claim, Mapping) or not {"better", "worse"} <= set(claim) or set(claim) - keys:
+            message = (f"claims: {label!r} must be a mapping with better, worse and optionally metric and source; "
+                       f"got {_show(claim)}")
+            problems.append(("claims", message))
+            continue
+        for side in ("better", "worse"):
+            if values["arms"] and claim[side] not in values["arms"]:
+                message = (f"claims: {label!r} names arm {claim[side]!r}, which is not among the arms "
+                           f"({', '.join(values['arms'])})")
+                problems.append(("claims", message))
     return problems
 
 
@@ -613,7 +659,8 @@ def _coerce_typed(name: str, value: Any) -> tuple[bool, Any]:
     for i, item in enumerate(value):
         if item_type is float and isinstance(item, (int, float)) and not isinstance(item, bool):
             items.append(float(item))
-        elif item_type is str and isinstance(item, str):
+        elif (item_type is int and isinstance(item, int) and not isinstance(item, bool)) or (
+                item_type is str and isinstance(item, str)):
             items.append(item)
         else:
             return False, f"parameter {name!r} expects {_type_name(expected)}, but item {i} is {_show(item)}"
@@ -768,7 +815,7 @@ def _field_types(cls: type) -> dict[str, Any]:
 
 # describe() lists sections in this order (the rollout section is declared in RolloutConfig, hence first in MRO).
 SECTION_ORDER = ("general", "model", "data", "retrieval", "protocol", "rollout", "cold start", "RL", "eval",
-                 "benchmarks")
+                 "benchmarks", "ablation")
 # What IPython puts in a notebook's globals besides the user's own names.
 _IPYTHON_GLOBALS = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
 _FIELD_TYPES: dict[str, Any] = _field_types(RunConfig)
