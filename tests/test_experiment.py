@@ -95,3 +95,14 @@ def test_eval_subsets_filters_and_the_no_search_stage(tmp_path, monkeypatch):
     assert exp.cfg.rollout_config().max_searches == 1
     off = _experiment(tmp_path / "off", monkeypatch)
     assert off.no_search_baseline(model) is None
+
+
+def test_held_out_questions_do_not_move_with_the_training_seed(tmp_path, monkeypatch):
+    # Runs over seeds (and an ablation's arms) are compared question by question, so the training seed must not
+    # pick the held-out questions; the world (world_seed) does.
+    first = _experiment(tmp_path / "a", monkeypatch, n_eval=10, seed=0)
+    other = _experiment(tmp_path / "b", monkeypatch, n_eval=10, seed=3)
+    ids = [[r["id"] for r in exp.eval_rows] for exp in (first, other)]
+    assert ids[0] == ids[1]
+    moved = _experiment(tmp_path / "c", monkeypatch, n_eval=10, seed=0, world_seed=1)
+    assert [r["id"] for r in moved.eval_rows] != ids[0]

@@ -60,14 +60,16 @@ def balanced_take(rows: list, n: int, types: list[str] | None = None, seed: int 
 class Experiment:
     """Everything one run needs, built from a validated `RunConfig`."""
 
-    def __init__(self, cfg: RunConfig, notebook: str = "interactive"):
+    def __init__(self, cfg: RunConfig, notebook: str = "interactive", run_dir: str | Path | None = None):
         from searchrl.models import load_tokenizer
         from searchrl.protocols import get_protocol
         from searchrl.retrieval import make_retriever
 
         self.cfg = cfg
         self.notebook = notebook
-        self.run_dir = current_run_dir(notebook, cfg)
+        # An ablation gives each arm its own folder inside its run; a notebook gets a new run folder.
+        self.run_dir = Path(run_dir) if run_dir is not None else current_run_dir(notebook, cfg)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
         seed_everything(cfg.seed)
         if cfg.torch_threads:
             torch.set_num_threads(cfg.torch_threads)
@@ -96,11 +98,13 @@ class Experiment:
             if not cfg.corpus:
                 raise ValueError("dataset is a file, so `corpus` must name a passage file (jsonl or tsv)")
             rows = load_qa(cfg.dataset)
-            random.Random(cfg.seed).shuffle(rows)
+            random.Random(0).shuffle(rows)  # the held-out cut must not move with the training seed
             cut = max(1, len(rows) - cfg.n_eval)
             train, evaluation, corpus = rows[:cut], rows[cut:], load_corpus(cfg.corpus)
         train = balanced_take(train, cfg.n_train, cfg.train_question_types or None, cfg.seed, cfg.train_max_hops)
-        evaluation = balanced_take(evaluation, cfg.n_eval, None, cfg.seed + 1)
+        # The held-out questions depend on the data (world_seed), never on the training seed, so runs over seeds
+        # and an ablation's arms are scored on the same questions and can be paired question by question.
+        evaluation = balanced_take(evaluation, cfg.n_eval, None, cfg.world_seed + 1)
         if not train or not evaluation:
             raise ValueError(f"no questions left after filtering: {len(train)} train, {len(evaluation)} eval "
                              f"(train_question_types={cfg.train_question_types}, "
@@ -202,9 +206,39 @@ class Experiment:
         stage starting from the previous one's weights; returns the trained model."""
         from searchrl.trainer.schedules import rl_schedule
 
+        if self.cfg.difficulty_rollouts:
+            self.label_difficulty(model)
         for stage in rl_schedule(self.cfg):
             model = self.train_stage(model, stage)
         return model
+
+    def label_difficulty(self, model=None) -> list:
+        """R1-Searcher's data selection: label each training question easy / medium / difficult (/ unsolved) by the
+        rollout of the reference policy (`difficulty_policy`, else the current `model`) that first answers it;
+        outcomes are cached across runs. Saves data/difficulty.jsonl and figures/difficulty.png."""
+        from searchrl.data.difficulty import label_difficulty
+        from searchrl.data_selection import PolicySampler, difficulty_histogram
+        from searchrl.rundir import save_figure, write_trajectories
+
+        cfg = self.cfg
+        reference = None if cfg.difficulty_policy else model
+        sampler = PolicySampler.from_run(cfg, self.protocol, self.retriever, model=reference,
+                                         tokenizer=self.tokenizer)
+        self.labelled_rows = label_difficulty(self.train_rows, sampler, cfg)
+        write_trajectories(self.run_dir / "data" / "difficulty.jsonl", self.labelled_rows)
+        save_figure(difficulty_histogram(self.labelled_rows), self.run_dir / "figures" / "difficulty.png")
+        return self.labelled_rows
+
+    def _stage_rows(self, stage) -> list:
+        """The training questions of one RL stage: with a data_recipe, the labelled questions mixed by it."""
+        from searchrl.data.difficulty import mix_by_recipe, recipe_for_stage
+
+        cfg = self.cfg
+        if not (cfg.difficulty_rollouts and cfg.data_recipe):
+            return getattr(self, "labelled_rows", None) or self.train_rows
+        rows = mix_by_recipe(self.labelled_rows, recipe_for_stage(cfg.data_recipe, stage.name), seed=cfg.seed)
+        print(f"{stage.name}: {len(rows)} training questions by recipe {recipe_for_stage(cfg.data_recipe, stage.name)}")
+        return rows
 
     def train_stage(self, model, stage):
         """One RL stage (`searchrl.trainer.schedules.Stage`). The policy is saved first so that TRL can rebuild the
@@ -221,7 +255,7 @@ class Experiment:
         start = self.save_model(model, f"{stage.name}_start")
         args = grpo_args(cfg, self.run_dir / "checkpoints" / stage.name, max_steps=stage.steps,
                          reward_weights=weights)
-        data = prompt_dataset(self.train_rows, self.protocol, self.tokenizer, chat=cfg.chat_prompt)
+        data = prompt_dataset(self._stage_rows(stage), self.protocol, self.tokenizer, chat=cfg.chat_prompt)
         if cfg.balance_question_types:
             # Equal numbers of each question type, so one type cannot dominate the batch (and its advantages).
             from datasets import concatenate_datasets
@@ -229,9 +263,16 @@ class Experiment:
             groups = [data.filter(lambda t, q=q: t == q, input_columns="qtype") for q in sorted(set(data["qtype"]))]
             size = min(len(g) for g in groups)
             data = concatenate_datasets([g.shuffle(seed=cfg.seed).select(range(size)) for g in groups])
+        callbacks = [history_callback(self.history)]
+        health = None
+        if cfg.health_action != "off":
+            from searchrl.trainer.health import HealthCallback
+
+            health = HealthCallback(cfg, sink=print)
+            callbacks.append(health)
         trainer = SearchGRPOTrainer(model=str(start), reward_funcs=funcs, args=args, train_dataset=data,
                                     retriever=self.retriever, protocol=self.protocol, processing_class=self.tokenizer,
-                                    peft_config=lora_config(cfg), callbacks=[history_callback(self.history)])
+                                    peft_config=lora_config(cfg), callbacks=callbacks)
         attach_stage_bar(trainer, stage.name, {"reward": "reward", "search/searches_per_sample": "searches"})
         resume = None
         if cfg.resume:
@@ -245,10 +286,31 @@ class Experiment:
             self.history.truncate_after(int(Path(resume).name.split("-")[1]))
         trainer.train(resume_from_checkpoint=resume)
         trained = trainer.accelerator.unwrap_model(trainer.model)
+        if health is not None and health.stopped_at is not None:
+            trained = self._roll_back(trainer, args.output_dir, trained)
         if cfg.use_peft:
             trained = trained.merge_and_unload()
         self.save_model(trained, stage.name)
         return trained
+
+    def _roll_back(self, trainer, output_dir, trained):
+        """After training health stopped a collapsed run: the policy of the last good checkpoint (its record names
+        it), or the collapsed one, with a warning, when no checkpoint was saved before the collapse."""
+        from searchrl.trainer.health import rollback_checkpoint
+
+        good = rollback_checkpoint(output_dir)
+        if good is None:
+            print("training health stopped the run, but no checkpoint was saved before the collapse; keeping the "
+                  "last policy (lower save_steps to have one to roll back to)")
+            return trained
+        print(f"training health stopped the run; rolling back to {good.name}")
+        if self.cfg.use_peft:
+            from peft import set_peft_model_state_dict
+            from safetensors.torch import load_file
+
+            set_peft_model_state_dict(trained, load_file(str(good / "adapter_model.safetensors")))
+            return trained
+        return self.load_model(str(good))
 
     # ---- reporting --------------------------------------------------------------------------------------------
 

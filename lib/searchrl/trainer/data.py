@@ -10,7 +10,7 @@ from searchrl.protocols.base import SearchProtocol
 
 def prompt_dataset(rows: list[QARow], protocol: SearchProtocol, tokenizer, *, chat: bool = True) -> Dataset:
     """One row per question: `prompt` (the protocol's full prompt text), `question`, `golden_answers`, `id`,
-    `qtype` and `hops`. Columns other than `prompt` reach the reward functions as keyword arguments."""
+    `qtype`, `hops` and `difficulty` (R1-Searcher's bucket when the rows were labelled, else empty). Columns other than `prompt` reach the reward functions as keyword arguments."""
     if not rows:
         raise ValueError("prompt_dataset needs at least one question row")
     return Dataset.from_dict({
@@ -20,4 +20,5 @@ def prompt_dataset(rows: list[QARow], protocol: SearchProtocol, tokenizer, *, ch
         "id": [r["id"] for r in rows],
         "qtype": [str(r["metadata"].get("type", "unknown")) for r in rows],
         "hops": [int(r["metadata"].get("hops", 1)) for r in rows],
+        "difficulty": [str(r["metadata"].get("difficulty", "")) for r in rows],
     })

@@ -1,0 +1,37 @@
+"""Ablations: arms of one RunConfig trained from a shared cold start per seed, evaluated on the same held-out
+questions, and compared with the papers' claims (curves with seed bands, an evaluation table, verdicts).
+
+See :mod:`searchrl.ablation.run` for the calls a notebook makes and :mod:`searchrl.ablation.layout` for the folder.
+"""
+
+from searchrl.ablation.arms import Arm, arm_config, cold_start_key, cold_start_settings, parse_arms, parse_seeds
+from searchrl.ablation.curves import CURVE_METRICS, band_curves, band_frame, read_histories
+from searchrl.ablation.run import Ablation
+from searchrl.ablation.tables import TABLE_METRICS, arm_table, read_records
+from searchrl.ablation.verdict import Claim, paired_differences, parse_claims, verdict, verdict_table
+from searchrl.ablation.work import ArmWork, ExperimentWork, experiment_in
+
+__all__ = [
+    "CURVE_METRICS",
+    "TABLE_METRICS",
+    "Ablation",
+    "Arm",
+    "ArmWork",
+    "Claim",
+    "ExperimentWork",
+    "arm_config",
+    "arm_table",
+    "band_curves",
+    "band_frame",
+    "cold_start_key",
+    "cold_start_settings",
+    "experiment_in",
+    "paired_differences",
+    "parse_arms",
+    "parse_claims",
+    "parse_seeds",
+    "read_histories",
+    "read_records",
+    "verdict",
+    "verdict_table",
+]

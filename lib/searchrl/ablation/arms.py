@@ -1,0 +1,129 @@
+"""Arms of an ablation: a name and a set of RunConfig overrides, checked before anything runs.
+
+An arm's config is the ablation's config with the arm's overrides and one seed applied. Arms that differ only in
+what RL or evaluation does share one cold start per seed; :func:`cold_start_key` tells which settings a cold start
+depends on, so an arm that changes one of those (the model, the protocol, the data) gets a cold start of its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from searchrl.config import FIELD_SECTIONS, ConfigError, RunConfig
+
+# Settings an arm may not change: the ablation itself decides them (seeds, and the ablation's own lists).
+ABLATION_FIELDS = ("arms", "seeds", "claims")
+_ARM_FORBIDDEN = ("seed", *ABLATION_FIELDS)
+_ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # the arm's folder name
+
+# Settings the cold start does not read. Every other setting (including any added later) keys the shared cold start,
+# so an unknown setting costs an extra cold start instead of silently sharing a wrong one.
+_NOT_COLD_START_SECTIONS = ("RL", "eval", "benchmarks", "ablation")
+_NOT_COLD_START_FIELDS = (
+    # where and how the run is recorded
+    "run_name", "output_root", "resume", "report_to", "torch_threads",
+    # generation engine and sampling: the cold start trains on templated trajectories, it samples nothing
+    "use_vllm", "vllm_gpu_memory_utilization", "temperature", "top_p",
+    # retriever service retries and the untrained evaluation's subset
+    "retriever_timeout_s", "retriever_retries", "retriever_backoff_s", "n_eval_untrained",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One arm: its `name` (also its folder name) and the RunConfig values it changes."""
+
+    name: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_arms(cfg: RunConfig, arms: Mapping[str, Mapping[str, Any]] | Iterable[Arm]) -> list[Arm]:
+    """The arms, each checked against RunConfig on top of `cfg`.
+
+    Raises ConfigError naming the arm for an unknown key (with the nearest valid one), a value of the wrong type or
+    range, a setting an arm may not change (seed, seeds, arms, claims), or a name that cannot be a folder name.
+    """
+    if isinstance(arms, Mapping):
+        parsed = []
+        for name, values in arms.items():
+            if not isinstance(values, Mapping | None):
+                raise ConfigError(f"arm {name!r} must map parameter names to values, got {values!r} "
+                                  f"({type(values).__name__})")
+            parsed.append(Arm(str(name), dict(values or {})))
+    else:
+        parsed = list(arms)
+        if not all(isinstance(a, Arm) for a in parsed):
+            raise ConfigError("arms must be a mapping {arm name: {parameter: value}} or a list of Arm objects")
+    if not parsed:
+        raise ConfigError("an ablation needs at least one arm; set `arms`, e.g. {em: {rewards: [em]}, f1: "
+                          "{rewards: [f1]}}")
+    names = [a.name for a in parsed]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ConfigError(f"arm names must be unique; repeated: {', '.join(duplicates)}")
+    problems = [problem for arm in parsed for problem in _arm_problems(cfg, arm)]
+    if problems:
+        raise ConfigError("invalid ablation arms:\n  " + "\n  ".join(problems))
+    return parsed
+
+
+def _arm_problems(cfg: RunConfig, arm: Arm) -> list[str]:
+    if not _ARM_NAME.match(arm.name):
+        return [(f"arm {arm.name!r}: a name is a folder name: letters, digits, '.', '_' or '-', starting with a "
+                 "letter or digit")]
+    forbidden = [k for k in arm.overrides if k in _ARM_FORBIDDEN]
+    if forbidden:
+        return [f"arm {arm.name!r} may not set {', '.join(forbidden)} (the ablation runs every arm with every seed)"]
+    try:
+        RunConfig.merge(("ablation config", _base_values(cfg)), (f"arm {arm.name!r}", arm.overrides))
+    except ConfigError as error:
+        # merge's message lists one problem a line under a header, then a hint line "(list them with ...)"
+        lines = [line.strip() for line in str(error).splitlines()[1:] if line.startswith("  ")]
+        return [line if arm.name in line else f"arm {arm.name!r}: {line}" for line in lines] or [str(error)]
+    return []
+
+
+def _base_values(cfg: RunConfig) -> dict[str, Any]:
+    """`cfg`'s values without the ablation's own lists (an arm's config describes one run, not the ablation)."""
+    return {**cfg.to_dict(), "arms": {}, "seeds": [], "claims": {}}
+
+
+def arm_config(cfg: RunConfig, arm: Arm, seed: int) -> RunConfig:
+    """The config of one arm and seed: `cfg` with the arm's overrides and `seed`, resuming whatever the arm's folder
+    holds (a fresh folder holds nothing, so resuming there starts from scratch)."""
+    return RunConfig.merge(("ablation config", _base_values(cfg)), (f"arm {arm.name!r}", arm.overrides),
+                           ("ablation", {"seed": int(seed), "resume": True}))
+
+
+def parse_seeds(seeds: Sequence[int]) -> list[int]:
+    """The seeds as a list of distinct non-negative ints, in the given order."""
+    out = []
+    for seed in seeds:
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ConfigError(f"seeds must be non-negative integers, got {seed!r} in {list(seeds)}")
+        if seed in out:
+            raise ConfigError(f"seed {seed} is listed twice in seeds {list(seeds)}")
+        out.append(seed)
+    if not out:
+        raise ConfigError("an ablation needs at least one seed")
+    return out
+
+
+def cold_start_settings(cfg: RunConfig) -> dict[str, Any]:
+    """The settings a cold start depends on (everything but RL, evaluation, benchmarks and bookkeeping)."""
+    return {name: value for name, value in cfg.to_dict().items()
+            if FIELD_SECTIONS.get(name) not in _NOT_COLD_START_SECTIONS and name not in _NOT_COLD_START_FIELDS}
+
+
+def cold_start_key(cfg: RunConfig) -> str:
+    """A short name for `cfg`'s cold start: equal for configs whose cold starts are the same."""
+    text = json.dumps(cold_start_settings(cfg), sort_keys=True, default=str)
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:8]
+
+
+__all__ = ["Arm", "arm_config", "cold_start_key", "cold_start_settings", "parse_arms", "parse_seeds"]

@@ -1,0 +1,216 @@
+"""An ablation in one process: per seed one shared cold start, then every arm's RL and evaluation on the same
+held-out questions, each arm and seed in its own folder; an interrupted ablation resumes at the first unfinished
+arm. A notebook is a parameters cell and::
+
+    cfg = RunConfig.from_globals(globals())
+    ablation = Ablation(cfg, notebook="ablate_reward")   # arms, seeds and claims from cfg; all checked here
+    ablation.run()
+    ablation.curves()
+    ablation.table()
+    ablation.verdicts()
+    ablation.finish()
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from searchrl.ablation import layout
+from searchrl.ablation.arms import Arm, arm_config, cold_start_key, cold_start_settings, parse_arms, parse_seeds
+from searchrl.ablation.curves import CURVE_METRICS, band_curves, read_histories
+from searchrl.ablation.tables import arm_table, read_records
+from searchrl.ablation.verdict import Claim, parse_claims, verdict_table
+from searchrl.ablation.work import ArmWork, ExperimentWork
+from searchrl.config import ConfigError, RunConfig
+from searchrl.rundir import current_run_dir, last_complete_checkpoint, mark_status, save_figure, write_json
+
+# Settings that may differ between an arm's first start and its resumption (another machine, another folder name)
+_BOOKKEEPING = ("resume", "output_root", "run_name", "report_to", "torch_threads", "device")
+
+
+class Ablation:
+    """Arms × seeds of one RunConfig, run in sequence into one run folder.
+
+    `arms` ({name: overrides} or a list of :class:`Arm`), `seeds` and `claims` default to the config's `arms`,
+    `seeds` (empty: the single `seed`) and `claims`; all are checked before any folder is made. `work` does the
+    training and evaluation (default: :class:`ExperimentWork`); `run_dir` defaults to the notebook's run folder
+    (`current_run_dir`). Trainer checkpoints of a finished arm (only needed to resume it) are deleted unless
+    `keep_resume_state`; its final policy stays.
+    """
+
+    def __init__(self, cfg: RunConfig, arms: Mapping[str, Mapping[str, Any]] | Iterable[Arm] | None = None,
+                 seeds: Sequence[int] | None = None, claims: Mapping[str, Any] | Iterable[Claim] | None = None, *,
+                 notebook: str = "ablation", work: ArmWork | None = None, run_dir: str | Path | None = None,
+                 keep_resume_state: bool = False):
+        self.cfg = cfg
+        self.arms = parse_arms(cfg, cfg.arms if arms is None else arms)
+        self.seeds = parse_seeds((cfg.seeds or [cfg.seed]) if seeds is None else seeds)
+        self.claims = parse_claims(cfg.claims if claims is None else claims, [a.name for a in self.arms])
+        self.configs = {(arm.name, seed): arm_config(cfg, arm, seed) for seed in self.seeds for arm in self.arms}
+        self.work = work if work is not None else ExperimentWork(notebook)
+        self.keep_resume_state = keep_resume_state
+        self.run_dir = Path(run_dir) if run_dir is not None else current_run_dir(notebook, cfg)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._check_recorded_settings()
+        write_json(self.run_dir / "ablation.json", self.describe())
+
+    # ---- the plan ---------------------------------------------------------------------------------------------
+
+    def describe(self) -> dict[str, Any]:
+        """Arms (overrides and cold-start key per seed), seeds and claims, as written to ablation.json."""
+        return {
+            "arms": {a.name: {"overrides": a.overrides,
+                              "cold_start": {seed: cold_start_key(self.configs[a.name, seed]) for seed in self.seeds}}
+                     for a in self.arms},
+            "seeds": self.seeds,
+            "claims": [c.to_dict() for c in self.claims],
+        }
+
+    def plan(self) -> pd.DataFrame:
+        """One row per arm and seed, in run order: its folder, cold-start key and state (done / partial / to do)."""
+        rows = []
+        for seed in self.seeds:
+            for arm in self.arms:
+                folder = layout.arm_folder(self.run_dir, arm.name, seed)
+                state = "done" if layout.is_done(folder) else ("partial" if folder.exists() else "to do")
+                rows.append({"arm": arm.name, "seed": seed, "cold start": cold_start_key(self.configs[arm.name, seed]),
+                             "state": state, "folder": str(folder)})
+        return pd.DataFrame(rows)
+
+    # ---- running ----------------------------------------------------------------------------------------------
+
+    def run(self) -> pd.DataFrame:
+        """Run every unfinished arm and seed (seed by seed, arms in order); returns the plan afterwards."""
+        from searchrl.progress import progress_bar
+
+        todo = [(seed, arm) for seed in self.seeds for arm in self.arms
+                if not layout.is_done(layout.arm_folder(self.run_dir, arm.name, seed))]
+        skipped = len(self.seeds) * len(self.arms) - len(todo)
+        if skipped:
+            print(f"ablation: {skipped} arm x seed runs already finished in {self.run_dir.name}; resuming at "
+                  + (f"{todo[0][1].name} seed {todo[0][0]}" if todo else "nothing (all finished)"))
+        bar = progress_bar(total=len(todo), desc="ablation", unit="arm")
+        try:
+            for seed, arm in todo:
+                bar.set_postfix_str(f"{arm.name} seed {seed}")
+                self._run_arm(arm, seed)
+                bar.update(1)
+        finally:
+            bar.close()
+        return self.plan()
+
+    def _check_recorded_settings(self) -> None:
+        """Fail before any work when a finished or partial arm folder was made with other settings than its arm's
+        current ones (a changed parameter would mix two experiments in one table)."""
+        for (name, seed), cfg in self.configs.items():
+            folder = layout.arm_folder(self.run_dir, name, seed)
+            recorded = _recorded_params(folder)
+            if recorded is None:
+                continue
+            now = _comparable(cfg.to_dict())
+            changed = sorted(k for k in set(now) | set(recorded) if now.get(k) != recorded.get(k))
+            if changed:
+                detail = ", ".join(f"{k}: {recorded.get(k)!r} -> {now.get(k)!r}" for k in changed[:6])
+                raise ConfigError(f"arm {name!r} seed {seed} in {folder} was started with other settings ({detail}); "
+                                  "start a new run folder, or restore those parameters to resume it")
+
+    def _run_arm(self, arm: Arm, seed: int) -> None:
+        cfg = self.configs[arm.name, seed]
+        folder = layout.arm_folder(self.run_dir, arm.name, seed)
+        if folder.exists() and not _has_resume_state(cfg, folder):
+            # Interrupted before its first checkpoint: its logged steps would be appended to, so start afresh.
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        write_json(folder / "arm.json", {"arm": arm.name, "seed": seed, "overrides": arm.overrides,
+                                          "params": _comparable(cfg.to_dict())})
+        cfg.to_yaml(folder / "params.yaml", header=f"Arm {arm.name}, seed {seed}, of ablation {self.run_dir.name}")
+        start = self._cold_start(cfg, seed)
+        self.work.train_and_evaluate(cfg, folder, start)
+        if not layout.records_path(folder).is_file():
+            raise RuntimeError(f"arm {arm.name!r} seed {seed} finished without evaluation records at "
+                               f"{layout.records_path(folder)}; the work must evaluate on the held-out questions")
+        layout.mark_done(folder, {"arm": arm.name, "seed": seed,
+                                  "cold_start": str(start) if start is not None else None})
+        if not self.keep_resume_state:
+            _drop_resume_state(folder)
+
+    def _cold_start(self, cfg: RunConfig, seed: int) -> Path | None:
+        """The shared cold start of `cfg` and `seed`: made once, by the first arm that needs it."""
+        folder = layout.cold_start_folder(self.run_dir, seed, cold_start_key(cfg))
+        done = layout.read_done(folder)
+        if done is not None:
+            return Path(done["model"]) if done.get("model") else None
+        folder.mkdir(parents=True, exist_ok=True)
+        write_json(folder / "settings.json", cold_start_settings(cfg))
+        model = self.work.cold_start(cfg, folder)
+        layout.mark_done(folder, {"seed": seed, "model": str(model) if model is not None else None})
+        return model
+
+    # ---- reporting --------------------------------------------------------------------------------------------
+
+    def curves(self, metrics: Sequence[str] = CURVE_METRICS, band: str = "minmax", smooth: float = 0.0):
+        """Reward, response length and searches per sample per training step: the mean over seeds with a band
+        (`band`: minmax or sd), one line per arm; saved to figures/curves.png."""
+        histories = read_histories(self.run_dir, [a.name for a in self.arms])
+        fig = band_curves(histories, metrics=metrics, band=band, smooth=smooth,
+                          title=f"{len(self.seeds)} seed(s); band: {'min-max' if band == 'minmax' else '±1 sd'}")
+        save_figure(fig, self.run_dir / "figures" / "curves.png")
+        return fig
+
+    def table(self) -> pd.DataFrame:
+        """Per arm: EM, F1, searches/question and response tokens, mean over seeds with bootstrap intervals over
+        the questions of every seed; saved as eval_table.csv and .json."""
+        table = arm_table(read_records(self.run_dir, [a.name for a in self.arms]), arms=[a.name for a in self.arms])
+        table.to_csv(self.run_dir / "eval_table.csv")
+        write_json(self.run_dir / "eval_table.json", table.reset_index().to_dict("records"))
+        return table
+
+    def verdicts(self) -> pd.DataFrame:
+        """One row per claim: our difference better - worse with its paired bootstrap interval over questions and
+        seeds, and the verdict (reproduced / opposite / inconclusive); saved as verdicts.csv and .json."""
+        table = verdict_table(read_records(self.run_dir, [a.name for a in self.arms]), self.claims)
+        table.to_csv(self.run_dir / "verdicts.csv", index=False)
+        write_json(self.run_dir / "verdicts.json", table.to_dict("records"))
+        return table
+
+    def finish(self) -> Path:
+        mark_status(self.run_dir, "completed")
+        print(f"Results in {self.run_dir}")
+        return self.run_dir
+
+
+def _comparable(params: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in params.items() if k not in _BOOKKEEPING}
+
+
+def _recorded_params(folder: Path) -> dict[str, Any] | None:
+    from searchrl.rundir import read_json
+
+    info = read_json(folder / "arm.json")
+    return info.get("params") if info else None
+
+
+def _has_resume_state(cfg: RunConfig, folder: Path) -> bool:
+    """Whether an unfinished arm folder holds a complete trainer checkpoint or its final policy to continue from."""
+    stages = [p for p in (folder / "checkpoints").glob("*") if p.is_dir()]
+    return (layout.trained_policy(cfg, folder) is not None
+            or any(last_complete_checkpoint(stage)[0] is not None for stage in stages))
+
+
+def _drop_resume_state(folder: Path) -> None:
+    """Delete what only a resume needs (trainer checkpoints with optimizer state, the copies of each stage's start
+    weights): with a billion-parameter policy they are tens of GB per arm. The final policies stay."""
+    for stage in (folder / "checkpoints").glob("*"):
+        if stage.name.endswith("_start"):
+            shutil.rmtree(stage, ignore_errors=True)
+            continue
+        for checkpoint in stage.glob("checkpoint-*"):
+            shutil.rmtree(checkpoint, ignore_errors=True)
+
+
+__all__ = ["Ablation"]

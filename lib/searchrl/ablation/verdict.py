@@ -1,0 +1,140 @@
+"""Verdicts on the papers' claims: does our measured difference between two arms point the way the paper says?
+
+A claim names the arm it says scores higher (`better`), the one it says scores lower (`worse`) and the metric. Our
+difference is better - worse over the (seed, question) pairs both arms evaluated, paired by question and seed, with
+a percentile bootstrap interval of its mean. The verdict is "reproduced" when the interval lies above 0, "opposite"
+when below, "inconclusive" when it contains 0.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from searchrl.config import ConfigError
+from searchrl.stats import bootstrap_mean
+
+# Per-question record columns a claim can be about (searchrl.evaluate.score_trajectory).
+CLAIM_METRICS = ("em", "f1", "cem", "searches", "model_tokens", "total_tokens", "format_ok", "answered",
+                 "support_recall")
+MIN_QUESTIONS = 100  # fewer held-out questions per seed than this: a paper-sized gap may not be resolvable
+REPRODUCED, OPPOSITE, INCONCLUSIVE, NOT_RUN = "reproduced", "opposite", "inconclusive", "not run"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A paper's claim that arm `better` scores higher than arm `worse` on `metric` (a per-question record column:
+    em, f1, cem, searches, model_tokens, ...); `text` says it in words, `paper` where it is made."""
+
+    text: str
+    better: str
+    worse: str
+    metric: str = "f1"
+    paper: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def parse_claims(claims: Mapping[str, Mapping[str, Any]] | Iterable[Claim], arms: Sequence[str]) -> list[Claim]:
+    """Claims as :class:`Claim` objects, from a list of them or the `claims` parameter ({label: {better, worse,
+    metric, source}}); each must name two different arms among `arms` and a known metric."""
+    if isinstance(claims, Mapping):
+        parsed = []
+        for label, spec in claims.items():
+            if not isinstance(spec, Mapping) or not {"better", "worse"} <= set(spec):
+                raise ConfigError(f"claim {label!r} must be a mapping with better, worse and optionally metric and "
+                                  f"source; got {spec!r}")
+            parsed.append(Claim(text=str(label), better=str(spec["better"]), worse=str(spec["worse"]),
+                                metric=str(spec.get("metric", "f1")), paper=str(spec.get("source", ""))))
+    else:
+        parsed = list(claims)
+    problems = []
+    for claim in parsed:
+        if not isinstance(claim, Claim):
+            problems.append(f"expected a Claim, got {claim!r}")
+            continue
+        for side in (claim.better, claim.worse):
+            if side not in arms:
+                problems.append(f"claim {claim.text!r} names arm {side!r}, which is not among the arms "
+                                f"({', '.join(arms)})")
+        if claim.better == claim.worse:
+            problems.append(f"claim {claim.text!r} compares arm {claim.better!r} with itself")
+        if claim.metric.lower() not in CLAIM_METRICS:
+            near = difflib.get_close_matches(claim.metric.lower(), CLAIM_METRICS, n=1, cutoff=0.5)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            problems.append(f"claim {claim.text!r}: metric {claim.metric!r} is not one of "
+                            f"{', '.join(CLAIM_METRICS)}{hint}")
+    if problems:
+        raise ConfigError("invalid claims:\n  " + "\n  ".join(problems))
+    return parsed
+
+
+def verdict(low: float, high: float) -> str:
+    """reproduced (interval above 0), opposite (below 0) or inconclusive (contains 0)."""
+    if np.isnan(low) or np.isnan(high):
+        return NOT_RUN
+    return REPRODUCED if low > 0 else OPPOSITE if high < 0 else INCONCLUSIVE
+
+
+def paired_differences(records: pd.DataFrame, better: str, worse: str, metric: str) -> pd.DataFrame:
+    """Rows (seed, id) that both arms evaluated, with the two arms' scores and `difference` = better - worse."""
+    def scores(arm: str) -> pd.DataFrame:
+        part = records.loc[records["arm"] == arm, ["seed", "id", metric]]
+        return part.drop_duplicates(["seed", "id"]).astype({metric: float})
+
+    pairs = scores(better).merge(scores(worse), on=["seed", "id"], suffixes=(" better", " worse"))
+    pairs["difference"] = pairs[f"{metric} better"] - pairs[f"{metric} worse"]
+    return pairs.dropna(subset=["difference"]).reset_index(drop=True)  # e.g. support_recall where none is known
+
+
+def verdict_table(records: pd.DataFrame, claims: Sequence[Claim], *, confidence: float = 0.95,
+                  n_resamples: int = 10_000, seed: int = 0, min_questions: int = MIN_QUESTIONS) -> pd.DataFrame:
+    """One row per claim: paper, claim, metric, the arms, their means over the shared pairs, `difference`
+    (better - worse), its paired bootstrap interval over (seed, question) pairs, `verdict`, `pairs`, `seeds`,
+    `questions/seed` (fewest over seeds) and `warning` (fewer than `min_questions` questions, questions only one arm
+    evaluated, a single seed)."""
+    pct = round(confidence * 100)
+    rows = []
+    for claim in claims:
+        metric = claim.metric.lower()
+        row: dict[str, Any] = {"paper": claim.paper, "claim": claim.text, "metric": metric, "better": claim.better,
+                               "worse": claim.worse}
+        if metric in records.columns:
+            pairs = paired_differences(records, claim.better, claim.worse, metric)
+        else:
+            pairs = pd.DataFrame(columns=["seed", "id", "difference"])
+        if pairs.empty:
+            row.update({"better mean": np.nan, "worse mean": np.nan, "difference": np.nan, f"{pct}% low": np.nan,
+                        f"{pct}% high": np.nan, "verdict": NOT_RUN, "pairs": 0, "seeds": 0, "questions/seed": 0,
+                        "warning": "no question was evaluated by both arms (not run yet?)"})
+            rows.append(row)
+            continue
+        mean, low, high = bootstrap_mean(pairs["difference"].to_numpy(), n_resamples=n_resamples,
+                                         confidence=confidence, seed=seed)
+        per_seed = pairs.groupby("seed")["id"].nunique()
+        warnings = []
+        if per_seed.min() < min_questions:
+            warnings.append(f"only {int(per_seed.min())} held-out questions per seed (< {min_questions}): the "
+                            "interval is wide")
+        evaluated = records[records["arm"].isin([claim.better, claim.worse])].drop_duplicates(["arm", "seed", "id"])
+        unpaired = len(evaluated) - 2 * len(pairs)
+        if unpaired:
+            warnings.append(f"{unpaired} question(s) evaluated by only one of the two arms left out")
+        if len(per_seed) < 2:
+            warnings.append("one seed: the difference may depend on the training run's sampling")
+        row.update({"better mean": float(pairs[f"{metric} better"].mean()),
+                    "worse mean": float(pairs[f"{metric} worse"].mean()), "difference": mean,
+                    f"{pct}% low": low, f"{pct}% high": high, "verdict": verdict(low, high), "pairs": len(pairs),
+                    "seeds": len(per_seed), "questions/seed": int(per_seed.min()),
+                    "warning": "; ".join(warnings)})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+__all__ = ["CLAIM_METRICS", "Claim", "paired_differences", "parse_claims", "verdict", "verdict_table"]

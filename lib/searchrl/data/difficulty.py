@@ -1,0 +1,390 @@
+"""Training questions labelled by difficulty and mixed by recipe (R1-Searcher's data selection, section 2.1).
+
+A reference policy answers each question in sampled search rollouts; the number of the rollout that first answers
+correctly is the question's difficulty. With the paper's bounds (the defaults here):
+
+    easy        solved at rollout 1-9           (fewer than 10 rollouts)
+    medium      solved at rollout 10-20         (10 to 20 rollouts)
+    difficult   solved at rollout 21 or later   (more than 20 rollouts)
+    unsolved    not solved within difficulty_rollouts rollouts
+
+    labelled = label_difficulty(rows, sampler, cfg)      # metadata["difficulty"], metadata["rollouts_to_solve"]
+    train = mix_by_recipe(labelled, {"medium": 0.5, "difficult": 0.5}, seed=0)
+
+This module knows nothing of models: a `RolloutSampler` says which of n fresh rollouts of each question were
+correct (`searchrl.data_selection.PolicySampler` runs the real rollout engine). Outcomes are cached in a JSONL file
+keyed by the sampler's identity (policy and rollout settings) and the question, so a second run samples nothing,
+and a run with a larger `difficulty_rollouts` only samples the rollouts an unsolved question has not had yet.
+Rollouts are drawn independently, so the first correct one among k + m rollouts is found by sampling m more.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import random
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import pandas as pd
+
+from searchrl.data.schema import check_rows
+from searchrl.progress import progress_bar
+
+__all__ = [
+    "BUCKETS",
+    "CACHE_ENV_VAR",
+    "DifficultyCache",
+    "DifficultyConfig",
+    "RolloutSampler",
+    "bucket_of",
+    "default_cache_path",
+    "difficulty_counts",
+    "difficulty_problems",
+    "label_difficulty",
+    "mix_by_recipe",
+    "recipe_counts",
+    "recipe_for_stage",
+]
+
+BUCKETS = ("easy", "medium", "difficult", "unsolved")
+CACHE_ENV_VAR = "SEARCHRL_DIFFICULTY_CACHE"
+
+
+@dataclass(frozen=True)
+class DifficultyConfig:
+    """How training questions are labelled by difficulty and mixed (R1-Searcher section 2.1, Table 1)."""
+
+    # == data difficulty ==
+    difficulty_rollouts: int = 0
+    """Most sampled rollouts per training question to find its first correct answer (its difficulty); 0: off.
+    R1-Searcher's bounds need more than 20 to tell difficult from unsolved."""
+    difficulty_policy: str = ""
+    """Reference policy that labels difficulty: a model name or path; empty: the run's model."""
+    difficulty_easy_below: int = 10
+    """A question first answered correctly at rollout k is easy when k is below this (the paper: fewer than 10)."""
+    difficulty_hard_above: int = 20
+    """... and difficult when k is above this (the paper: more than 20); medium in between, both bounds included."""
+    difficulty_chunk: int = 8
+    """Rollouts per question sampled together; a question stops being sampled after the chunk that solves it.
+    Larger chunks batch better but waste the rest of the chunk once a question is solved."""
+    difficulty_metric: str = "cem"
+    """Metric that decides whether a rollout's answer is correct (a `searchrl.scoring` name, e.g. cem:r1_searcher)."""
+    difficulty_min_score: float = 1.0
+    """A rollout is correct when its answer scores at least this under difficulty_metric."""
+    difficulty_cache: str = ""
+    """JSONL file of sampled outcomes, so a re-run samples nothing; empty: $SEARCHRL_DIFFICULTY_CACHE, else
+    ~/.cache/searchrl/difficulty.jsonl. Entries are keyed by policy, rollout settings and question."""
+    data_recipe: dict = field(default_factory=dict)
+    """Training mixture by difficulty bucket (easy, medium, difficult, unsolved): counts ({medium: 200}) or fractions
+    summing to 1 ({medium: 0.5, difficult: 0.5}); or one such mapping per RL stage ({rl_stage1: {...},
+    rl_stage2: {...}}, R1-Searcher Table 1). Empty: every labelled question."""
+
+    def __post_init__(self) -> None:
+        problems = [message for _, message in difficulty_problems(asdict(self))]
+        if problems:
+            raise ValueError("invalid DifficultyConfig: " + "; ".join(problems))
+
+
+# ---------------------------------------------------------------------------------------------- settings checks
+
+
+def difficulty_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(field, message) for every bad difficulty setting in `values` (a mapping with the field names)."""
+    problems = []
+    for name, low in (("difficulty_rollouts", 0), ("difficulty_easy_below", 1), ("difficulty_hard_above", 1),
+                      ("difficulty_chunk", 1)):
+        if values[name] < low:
+            problems.append((name, f"{name} must be >= {low}, got {values[name]!r}"))
+    if values["difficulty_hard_above"] < values["difficulty_easy_below"]:
+        message = (f"difficulty_hard_above ({values['difficulty_hard_above']}) must be >= difficulty_easy_below "
+                   f"({values['difficulty_easy_below']}), or no question could be medium")
+        problems.append(("difficulty_hard_above", message))
+    if not 0 <= values["difficulty_min_score"] <= 1:
+        problems.append(("difficulty_min_score",
+                         f"difficulty_min_score must be in [0, 1], got {values['difficulty_min_score']!r}"))
+    problems += [("data_recipe", message) for message in _recipe_problems(values)]
+    return problems
+
+
+def _recipe_problems(values: Mapping[str, Any]) -> list[str]:
+    recipe = values["data_recipe"]
+    if not recipe:
+        return []
+    if values["difficulty_rollouts"] == 0:
+        return [("data_recipe mixes by difficulty, so it needs labels: set difficulty_rollouts > 0 "
+                 "(R1-Searcher samples at least 21 to find difficult questions)")]
+    staged = all(isinstance(v, Mapping) for v in recipe.values())
+    recipes = dict(recipe) if staged else {"": recipe}
+    problems = []
+    for stage, one in recipes.items():
+        where = f"data_recipe[{stage!r}]" if stage else "data_recipe"
+        try:
+            _check_recipe(one, where)
+        except ValueError as error:
+            problems.append(str(error))
+            continue
+        # A bucket the sampling budget cannot reach would always come out empty.
+        reach = {"medium": values["difficulty_easy_below"], "difficult": values["difficulty_hard_above"] + 1}
+        for bucket, needed in reach.items():
+            if one.get(bucket) and values["difficulty_rollouts"] < needed:
+                problems.append(f"{where} asks for {bucket} questions, which are first solved at rollout {needed} "
+                                f"or later, but difficulty_rollouts is {values['difficulty_rollouts']}; raise it")
+    return problems
+
+
+def _check_recipe(recipe: Any, where: str = "recipe") -> str:
+    """'count' or 'fraction' for a valid recipe; ValueError saying what to fix otherwise."""
+    if not isinstance(recipe, Mapping) or not recipe:
+        raise ValueError(f"{where} must be a non-empty mapping {{bucket: count or fraction}}, got {recipe!r}")
+    unknown = [b for b in recipe if b not in BUCKETS]
+    if unknown:
+        raise ValueError(f"{where}: unknown difficulty bucket(s) {unknown}; buckets are {', '.join(BUCKETS)}")
+    amounts = list(recipe.values())
+    if any(isinstance(a, bool) or not isinstance(a, (int, float)) or a < 0 for a in amounts):
+        raise ValueError(f"{where}: amounts must be numbers >= 0, got {dict(recipe)}")
+    if all(isinstance(a, int) for a in amounts):
+        if sum(amounts) == 0:
+            raise ValueError(f"{where}: every count is 0, so it selects no question")
+        return "count"
+    if any(isinstance(a, int) and a != 0 for a in amounts):
+        raise ValueError(f"{where} mixes counts and fractions ({dict(recipe)}); write all counts (200) or all "
+                         "fractions (0.5)")
+    if not math.isclose(sum(amounts), 1.0, abs_tol=1e-6):
+        raise ValueError(f"{where}: fractions must sum to 1, they sum to {sum(amounts):g} ({dict(recipe)})")
+    return "fraction"
+
+
+# ---------------------------------------------------------------------------------------------- buckets
+
+
+def bucket_of(rollouts_to_solve: int | None, cfg: DifficultyConfig) -> str:
+    """The bucket of a question first answered correctly at rollout `rollouts_to_solve` (1-based; None: never)."""
+    if rollouts_to_solve is None:
+        return "unsolved"
+    if rollouts_to_solve < cfg.difficulty_easy_below:
+        return "easy"
+    if rollouts_to_solve <= cfg.difficulty_hard_above:
+        return "medium"
+    return "difficult"
+
+
+# ---------------------------------------------------------------------------------------------- sampling
+
+
+class RolloutSampler(Protocol):
+    """What labelling needs from a policy: fresh sampled rollouts of questions, judged correct or not."""
+
+    identity: Mapping[str, Any]
+    """Everything that changes the outcomes (policy, its weights, protocol, retriever, rollout settings, metric),
+    JSON-serialisable; it keys the cache."""
+
+    def correct(self, rows: Sequence[Mapping], repeats: int) -> list[list[bool]]:
+        """For each row, whether each of `repeats` new independent rollouts answered it correctly, in sampling
+        order."""
+        ...
+
+
+def default_cache_path() -> Path:
+    """$SEARCHRL_DIFFICULTY_CACHE when set, else ~/.cache/searchrl/difficulty.jsonl."""
+    return Path(os.environ.get(CACHE_ENV_VAR) or Path.home() / ".cache" / "searchrl" / "difficulty.jsonl")
+
+
+class DifficultyCache:
+    """Sampled outcomes per (sampler identity, question): rollouts sampled so far and the first correct one.
+
+    A JSONL file, rewritten whole through a temporary file and a rename, so a crash leaves the old file or the new
+    one, never half a line; entries written meanwhile by another process are merged in before each write.
+    """
+
+    def __init__(self, path: str | Path | None):
+        self.path = Path(path).expanduser() if path is not None else None
+        self.entries: dict[str, dict[str, Any]] = self._read()
+
+    @staticmethod
+    def key(identity: Mapping[str, Any], row: Mapping) -> str:
+        """Hash of the sampler identity and the question (id, text, golden answers)."""
+        payload = {"sampler": identity, "id": str(row.get("id", "")), "question": row["question"],
+                   "golden_answers": list(row["golden_answers"])}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self.entries.get(key)
+
+    def put(self, key: str, entry: dict[str, Any]) -> None:
+        self.entries[key] = entry
+
+    def save(self) -> None:
+        if self.path is None:
+            return
+        merged = self._read()
+        for key, entry in self.entries.items():
+            if key not in merged or _more_known(entry, merged[key]):
+                merged[key] = entry
+        self.entries = merged
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        with open(tmp, "w", encoding="utf-8") as out:
+            for key, entry in merged.items():
+                out.write(json.dumps({"key": key, **entry}, ensure_ascii=False) + "\n")
+        os.replace(tmp, self.path)
+
+    def _read(self) -> dict[str, dict[str, Any]]:
+        if self.path is None or not self.path.is_file():
+            return {}
+        entries = {}
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:  # a file edited by hand; the rest is still good
+                continue
+            if isinstance(record, dict) and "key" in record:
+                entries[record.pop("key")] = record
+        return entries
+
+
+def _more_known(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether outcome `a` tells more than `b`: solved where `b` is not, or more rollouts sampled."""
+    if (a.get("solved_at") is None) != (b.get("solved_at") is None):
+        return a.get("solved_at") is not None
+    return int(a.get("sampled", 0)) > int(b.get("sampled", 0))
+
+
+def label_difficulty(rows: Sequence[Mapping], sampler: RolloutSampler, cfg: DifficultyConfig, *,
+                     progress: bool = True) -> list[dict[str, Any]]:
+    """Copies of `rows` with metadata["difficulty"] (a bucket), metadata["rollouts_to_solve"] (the 1-based number
+    of the first correct rollout; None when none of the sampled ones was) and metadata["rollouts_sampled"].
+
+    Each round samples `difficulty_chunk` rollouts of every question still unsolved, until it is solved or has had
+    `difficulty_rollouts`. Outcomes already cached (`difficulty_cache`) are reused; each round's outcomes are saved
+    as soon as they are known, so an interrupted run keeps them.
+    """
+    rows = check_rows(rows, "label_difficulty")
+    budget = cfg.difficulty_rollouts
+    if budget < 1:
+        raise ValueError("label_difficulty needs difficulty_rollouts >= 1 (0 means labelling is off)")
+    cache = DifficultyCache(cfg.difficulty_cache or default_cache_path())
+    identity = dict(sampler.identity)
+    keys = [DifficultyCache.key(identity, row) for row in rows]
+    outcomes = [dict(cache.get(key) or {"solved_at": None, "sampled": 0}) for key in keys]
+    todo = [i for i, o in enumerate(outcomes) if o["solved_at"] is None and o["sampled"] < budget]
+    bar = progress_bar(total=len(rows), initial=len(rows) - len(todo), desc="difficulty", unit="question",
+                       disable=not progress)
+    try:
+        while todo:
+            repeats = min(cfg.difficulty_chunk, budget - min(outcomes[i]["sampled"] for i in todo))
+            results = sampler.correct([rows[i] for i in todo], repeats)
+            if len(results) != len(todo) or any(len(r) != repeats for r in results):
+                raise RuntimeError(f"the sampler returned {[len(r) for r in results]} outcomes for {len(todo)} "
+                                   f"questions x {repeats} rollouts; it must return one list of {repeats} per question")
+            still = []
+            for i, correct in zip(todo, results):
+                outcome = outcomes[i]
+                usable = correct[: budget - outcome["sampled"]]  # a question that had more before needs fewer
+                first = next((j for j, ok in enumerate(usable) if ok), None)
+                if first is not None:
+                    outcome["solved_at"] = outcome["sampled"] + first + 1
+                outcome["sampled"] += len(usable)
+                cache.put(keys[i], {**outcome, "id": str(rows[i].get("id", "")), "question": rows[i]["question"],
+                                    "policy": identity.get("policy", "")})
+                if outcome["solved_at"] is None and outcome["sampled"] < budget:
+                    still.append(i)
+            cache.save()
+            bar.update(len(todo) - len(still))
+            todo = still
+            bar.set_postfix(solved=sum(o["solved_at"] is not None for o in outcomes))
+    finally:
+        bar.close()
+    labelled = []
+    for row, outcome in zip(rows, outcomes):
+        solved_at = outcome["solved_at"]
+        if solved_at is not None and solved_at > budget:  # the cache knew more than this run's budget allows
+            solved_at = None
+        metadata = {**(row.get("metadata") or {}), "difficulty": bucket_of(solved_at, cfg),
+                    "rollouts_to_solve": solved_at, "rollouts_sampled": min(outcome["sampled"], budget)}
+        labelled.append({**row, "metadata": metadata})
+    return labelled
+
+
+# ---------------------------------------------------------------------------------------------- mixing
+
+
+def recipe_for_stage(recipe: Mapping[str, Any], stage: str) -> Mapping[str, Any]:
+    """The recipe an RL stage uses: `recipe` itself, or its entry for `stage` when it holds one recipe per stage."""
+    if recipe and all(isinstance(v, Mapping) for v in recipe.values()):
+        if stage not in recipe:
+            raise ValueError(f"data_recipe has recipes for stages {', '.join(recipe)} but none for {stage!r}")
+        return recipe[stage]
+    return recipe
+
+
+def recipe_counts(recipe: Mapping[str, int | float], available: Mapping[str, int],
+                  total: int | None = None) -> dict[str, int]:
+    """How many questions to take from each bucket.
+
+    Counts are taken as they are. Fractions share `total` questions (largest remainders, so the counts add up to
+    it); without `total`, the largest mixture the labelled buckets can supply in those proportions.
+    """
+    kind = _check_recipe(recipe)
+    if kind == "count":
+        return {b: int(n) for b, n in recipe.items() if n > 0}
+    shares = {b: float(f) for b, f in recipe.items() if f > 0}
+    if total is None:
+        total = min(math.floor(available.get(b, 0) / f + 1e-9) for b, f in shares.items())
+    exact = {b: total * f for b, f in shares.items()}
+    counts = {b: math.floor(x + 1e-9) for b, x in exact.items()}
+    by_remainder = sorted(shares, key=lambda b: (-(exact[b] - counts[b]), list(shares).index(b)))
+    for b in by_remainder[: total - sum(counts.values())]:
+        counts[b] += 1
+    return counts
+
+
+def mix_by_recipe(rows: Sequence[Mapping], recipe: Mapping[str, int | float], seed: int = 0, *,
+                  total: int | None = None) -> list[Mapping]:
+    """A training set drawn from labelled `rows` by difficulty: {bucket: count} or {bucket: fraction} (see
+    `recipe_counts`), each bucket's questions drawn at random (`seed`), the result shuffled so buckets interleave.
+
+    Raises ValueError naming the bucket when it holds fewer labelled questions than the recipe asks for.
+    """
+    rows = check_rows(rows, "mix_by_recipe")
+    unlabelled = [str(r.get("id", i)) for i, r in enumerate(rows) if "difficulty" not in (r.get("metadata") or {})]
+    if unlabelled:
+        raise ValueError(f"mix_by_recipe needs rows labelled by label_difficulty; {len(unlabelled)} are not "
+                         f"(first: {unlabelled[0]!r})")
+    by_bucket: dict[str, list[Mapping]] = {b: [] for b in BUCKETS}
+    for row in rows:
+        by_bucket[row["metadata"]["difficulty"]].append(row)
+    available = {b: len(v) for b, v in by_bucket.items()}
+    counts = recipe_counts(recipe, available, total)
+    short = {b: n for b, n in counts.items() if n > available[b]}
+    if short:
+        wanted = ", ".join(f"{n} {b} (only {available[b]} labelled {b})" for b, n in short.items())
+        have = ", ".join(f"{b} {n}" for b, n in available.items())
+        raise ValueError(f"the recipe {dict(recipe)} asks for {wanted}; the labelled questions are: {have}. "
+                         "Lower the recipe, label more questions, or raise difficulty_rollouts")
+    if sum(counts.values()) == 0:
+        empty = [b for b in counts if available[b] == 0]
+        raise ValueError(f"the recipe {dict(recipe)} selects no question: its bucket(s) {empty} hold no labelled "
+                         f"question (labelled: {available}). Drop them from the recipe or raise difficulty_rollouts")
+    rng = random.Random(seed)
+    chosen = [row for b, n in counts.items() for row in rng.sample(by_bucket[b], n)]
+    rng.shuffle(chosen)
+    return chosen
+
+
+def difficulty_counts(rows: Sequence[Mapping], by_type: bool = False) -> pd.DataFrame:
+    """Questions per bucket (index: the buckets, in order); with `by_type`, one column per question type
+    (metadata["type"]), else one column `questions`."""
+    buckets = [(r.get("metadata") or {}).get("difficulty", "unlabelled") for r in rows]
+    order = list(BUCKETS) + (["unlabelled"] if "unlabelled" in buckets else [])
+    if not by_type:
+        counts = Counter(buckets)
+        return pd.DataFrame({"questions": [counts[b] for b in order]}, index=pd.Index(order, name="difficulty"))
+    types = [str((r.get("metadata") or {}).get("type", "unknown")) for r in rows]
+    table = pd.crosstab(pd.Series(buckets, name="difficulty"), pd.Series(types, name="type"))
+    return table.reindex(order, fill_value=0)

@@ -1,0 +1,279 @@
+"""Ablations: arms checked before anything runs, one cold start per seed and cold-start key, resume at the first
+unfinished arm, band curves, the evaluation table and the verdicts on hand-worked numbers, and one tiny real run."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from searchrl.ablation import Ablation, Claim, arm_table, band_curves, band_frame, verdict_table
+from searchrl.ablation.layout import arm_folder, records_path, trained_policy
+from searchrl.config import ConfigError, RunConfig
+from searchrl.rundir import MetricsHistory, write_trajectories
+
+# Per-question F1 of each arm, the same for every seed: f1 beats em on questions q0 and q2.
+SCORES = {"em": [0.0, 1.0, 0.0, 0.0], "f1": [1.0, 1.0, 0.5, 0.0], "r1s": [0.0, 0.0, 0.0, 0.0]}
+
+
+class FakeWork:
+    """Writes what an Experiment would (history, per-question records) without training; can fail once."""
+
+    def __init__(self, fail_at: tuple[str, int] | None = None, fail_in: str = "training"):
+        self.fail_at, self.fail_in = fail_at, fail_in
+        self.cold_starts: list[tuple[str, int]] = []
+        self.runs: list[tuple[str, int, str]] = []
+
+    def cold_start(self, cfg, folder):
+        self.cold_starts.append((folder.name, cfg.seed))
+        model = folder / "checkpoints" / "cold_start"
+        model.mkdir(parents=True)
+        (model / "config.json").write_text("{}")
+        return model
+
+    def train_and_evaluate(self, cfg, folder, start):
+        arm = folder.parent.name
+        self.runs.append((arm, cfg.seed, str(start)))
+        failing = (arm, cfg.seed) == self.fail_at
+        if trained_policy(cfg, folder) is None:  # as ExperimentWork: a policy trained before is only evaluated
+            history = MetricsHistory(folder)
+            for step in (1, 2):
+                history.append({"reward": step + cfg.seed, "search/searches_per_sample": 1.0}, step=step)
+            if failing and self.fail_in == "training":  # logged its steps, saved no checkpoint
+                self.fail_at = None
+                raise RuntimeError("killed mid-arm")
+            (folder / "checkpoints" / "rl").mkdir(parents=True)
+            (folder / "checkpoints" / "rl" / "config.json").write_text("{}")
+        if failing:
+            self.fail_at = None
+            raise RuntimeError("killed mid-arm")
+        write_trajectories(records_path(folder), [{"id": f"q{i}", "em": float(s == 1.0), "f1": s, "searches": 1,
+                                                   "model_tokens": 10 * (i + 1)}
+                                                  for i, s in enumerate(SCORES[arm])])
+
+
+def _cfg(tmp_path, **changes):
+    return RunConfig.from_params({"output_root": str(tmp_path), "sft_examples": 4, **changes})
+
+
+ARMS = {"em": {"rewards": ["em"]}, "f1": {"rewards": ["f1"], "learning_rate": 2e-5}}
+
+
+def test_a_mistyped_arm_fails_naming_the_arm_before_any_folder_is_made(tmp_path):
+    run = tmp_path / "run"
+    cases = [
+        ({"em": {"rewards": ["em"]}, "f1": {"rewardz": ["f1"]}},
+         r"arm 'f1': unknown parameter 'rewardz' \(did you mean 'rewards'\?\)"),
+        ({"lr": {"learning_rate": "fast"}}, r"arm 'lr': parameter 'learning_rate' expects float, got 'fast'"),
+        ({"s": {"seed": 3}}, r"arm 's' may not set seed"),
+        ({"a/b": {}}, r"arm 'a/b': a name is a folder name"),
+        ({"em": ["rewards"]}, r"arm 'em' must map parameter names to values"),
+    ]
+    for arms, message in cases:
+        with pytest.raises(ConfigError, match=message):
+            Ablation(_cfg(tmp_path), arms, seeds=[0], work=FakeWork(), run_dir=run)
+    with pytest.raises(ConfigError, match=r"names arm 'f2', which is not among the arms \(em, f1\)"):
+        Ablation(_cfg(tmp_path), ARMS, [0], [Claim("F1 beats EM", better="f2", worse="em")], work=FakeWork(),
+                 run_dir=run)
+    with pytest.raises(ConfigError, match=r"metric 'f2' is not one of .*\(did you mean 'f1'\?\)"):
+        Ablation(_cfg(tmp_path), ARMS, [0], [Claim("x", better="f1", worse="em", metric="f2")], work=FakeWork(),
+                 run_dir=run)
+    with pytest.raises(ConfigError, match="seed 1 is listed twice"):
+        Ablation(_cfg(tmp_path), ARMS, seeds=[1, 1], work=FakeWork(), run_dir=run)
+    assert not run.exists()
+
+
+def test_arms_share_one_cold_start_per_seed_unless_they_change_what_it_depends_on(tmp_path):
+    arms = {**ARMS, "r1s": {"protocol": "r1_searcher"}}  # another protocol: other prompts, another cold start
+    work = FakeWork()
+    ablation = Ablation(_cfg(tmp_path), arms, seeds=[0, 1], work=work, run_dir=tmp_path / "run")
+    plan = ablation.run()
+    assert plan["state"].tolist() == ["done"] * 6
+    assert len(work.cold_starts) == 4 and {seed for _, seed in work.cold_starts} == {0, 1}
+    starts = {(arm, seed): start for arm, seed, start in work.runs}
+    assert starts["em", 0] == starts["f1", 0] != starts["r1s", 0]
+    assert starts["em", 0] != starts["em", 1]  # each seed has its own cold start
+    assert "/shared/seed0/cold_start-" in starts["em", 0]
+    # each arm and seed in its own folder, with the arm's settings
+    params = json.loads((arm_folder(ablation.run_dir, "f1", 1) / "arm.json").read_text())["params"]
+    assert params["rewards"] == ["f1"] and params["learning_rate"] == 2e-5 and params["seed"] == 1
+    assert json.loads((ablation.run_dir / "ablation.json").read_text())["seeds"] == [0, 1]
+
+
+def test_an_interrupted_ablation_resumes_at_the_first_unfinished_arm(tmp_path):
+    arms = {**ARMS, "r1s": {"rewards": ["f1"], "beta": 0.01}}
+    first = FakeWork(fail_at=("f1", 1))
+    with pytest.raises(RuntimeError, match="killed mid-arm"):
+        Ablation(_cfg(tmp_path), arms, seeds=[0, 1], work=first, run_dir=tmp_path / "run").run()
+    assert [(a, s) for a, s, _ in first.runs] == [("em", 0), ("f1", 0), ("r1s", 0), ("em", 1), ("f1", 1)]
+    again = FakeWork()
+    ablation = Ablation(_cfg(tmp_path), arms, seeds=[0, 1], work=again, run_dir=tmp_path / "run")
+    assert ablation.plan()["state"].tolist() == ["done"] * 4 + ["partial", "to do"]
+    ablation.run()
+    assert [(a, s) for a, s, _ in again.runs] == [("f1", 1), ("r1s", 1)]
+    assert again.cold_starts == []  # seed 1's cold start was finished before the interruption
+    # the partial arm had no checkpoint, so it restarted: its history holds each step once
+    assert MetricsHistory(arm_folder(ablation.run_dir, "f1", 1)).to_frame()["step"].tolist() == [1, 2]
+    assert not Ablation(_cfg(tmp_path), arms, seeds=[0, 1], work=again, run_dir=tmp_path / "run").run().empty
+    assert len(again.runs) == 2  # a finished ablation runs nothing more
+
+
+def test_an_arm_stopped_during_evaluation_keeps_its_trained_policy(tmp_path):
+    work = FakeWork(fail_at=("f1", 0), fail_in="evaluation")
+    with pytest.raises(RuntimeError, match="killed mid-arm"):
+        Ablation(_cfg(tmp_path), ARMS, seeds=[0], work=work, run_dir=tmp_path / "run").run()
+    folder = arm_folder(tmp_path / "run", "f1", 0)
+    (folder / "kept").write_text("")
+    Ablation(_cfg(tmp_path), ARMS, seeds=[0], work=work, run_dir=tmp_path / "run").run()
+    assert (folder / "kept").exists() and (folder / "done.json").exists()  # the folder was continued, not wiped
+    assert MetricsHistory(folder).to_frame()["step"].tolist() == [1, 2]
+
+
+def test_resuming_with_changed_arm_settings_is_refused(tmp_path):
+    Ablation(_cfg(tmp_path), ARMS, seeds=[0], work=FakeWork(), run_dir=tmp_path / "run").run()
+    changed = {**ARMS, "f1": {"rewards": ["f1"], "learning_rate": 3e-5}}
+    with pytest.raises(ConfigError, match=r"arm 'f1' seed 0 .* other settings \(learning_rate: 2e-05 -> 3e-05\)"):
+        Ablation(_cfg(tmp_path), changed, seeds=[0], work=FakeWork(), run_dir=tmp_path / "run")
+
+
+def test_reports_of_a_fake_ablation(tmp_path):
+    claims = [Claim("F1 reward beats EM", better="f1", worse="em", metric="f1", paper="R1-Searcher Table 5")]
+    ablation = Ablation(_cfg(tmp_path), ARMS, [0, 1], claims, work=FakeWork(), run_dir=tmp_path / "run")
+    ablation.run()
+    table = ablation.table()
+    assert list(table.index) == ["em", "f1"]
+    assert table.loc["f1", "F1"] == pytest.approx(2.5 / 4) and table.loc["em", "EM"] == pytest.approx(0.25)
+    assert table.loc["f1", "response tokens"] == pytest.approx(25.0) and table.loc["f1", "seeds"] == 2
+    verdicts = ablation.verdicts()
+    assert verdicts.loc[0, "difference"] == pytest.approx((1 + 0 + 0.5 + 0) / 4)
+    assert verdicts.loc[0, "pairs"] == 8 and verdicts.loc[0, "paper"] == "R1-Searcher Table 5"
+    ablation.curves()
+    for name in ("eval_table.csv", "eval_table.json", "verdicts.csv", "verdicts.json", "figures/curves.png"):
+        assert (ablation.run_dir / name).is_file(), name
+
+
+def _records(arm, scores_by_seed, metric="f1"):
+    return [{"arm": arm, "seed": seed, "id": f"q{i}", metric: s}
+            for seed, scores in scores_by_seed.items() for i, s in enumerate(scores)]
+
+
+def test_verdicts_pair_by_question_and_seed_on_hand_worked_scores():
+    better = _records("f1", {0: [1.0, 1.0, 0.5, 0.0], 1: [1.0, 0.0]})
+    worse = _records("em", {0: [0.0, 1.0, 0.0, 0.0], 1: [0.0, 0.0, 1.0]})  # q2 of seed 1: em only, unpaired
+    records = pd.DataFrame(better + worse).sample(frac=1.0, random_state=3)  # order must not matter
+    claims = [Claim("F1 beats EM", "f1", "em"), Claim("EM beats F1", "em", "f1"), Claim("tie", "f1", "f1x")]
+    table = verdict_table(records, claims[:2])
+    # differences: seed 0: 1, 0, 0.5, 0; seed 1: 1, 0 -> mean 2.5 / 6
+    forward, backward = table.iloc[0], table.iloc[1]
+    assert forward["difference"] == pytest.approx(2.5 / 6) and backward["difference"] == pytest.approx(-2.5 / 6)
+    assert forward["verdict"] == "reproduced" and forward["95% low"] > 0
+    assert backward["verdict"] == "opposite" and backward["95% high"] < 0
+    assert forward["pairs"] == 6 and forward["seeds"] == 2 and forward["questions/seed"] == 2
+    assert forward["better mean"] == pytest.approx(3.5 / 6) and forward["worse mean"] == pytest.approx(1 / 6)
+    assert "only 2 held-out questions per seed (< 100)" in forward["warning"]
+    assert "1 question(s) evaluated by only one of the two arms left out" in forward["warning"]
+    # differences +1 and -1 in equal numbers: the interval contains 0
+    even = pd.DataFrame(_records("a", {0: [1.0, 0.0] * 60}) + _records("b", {0: [0.0, 1.0] * 60}))
+    tie = verdict_table(even, [Claim("a beats b", "a", "b")]).iloc[0]
+    assert tie["difference"] == pytest.approx(0.0) and tie["verdict"] == "inconclusive"
+    assert tie["95% low"] < 0 < tie["95% high"]
+    assert "held-out questions" not in tie["warning"] and "one seed" in tie["warning"]
+    missing = verdict_table(records, [claims[2]]).iloc[0]
+    assert missing["verdict"] == "not run" and missing["pairs"] == 0
+
+
+def test_arm_table_pools_seeds_with_the_spread_of_seed_means():
+    records = pd.DataFrame(_records("a", {0: [1.0, 0.0], 1: [1.0, 1.0]}, "em")).assign(f1=1.0, searches=2)
+    table = arm_table(records)
+    row = table.loc["a"]
+    assert row["EM"] == pytest.approx(0.75) and row["EM sd over seeds"] == pytest.approx(math.sqrt(0.125))
+    assert row["EM 95% low"] <= 0.75 <= row["EM 95% high"] and row["F1 95% low"] == row["F1 95% high"] == 1.0
+    assert row["searches/question"] == 2 and row["questions"] == 2 and row["seeds"] == 2
+
+
+def test_band_curves_show_the_mean_over_seeds_with_a_band():
+    histories = {
+        "em": {0: pd.DataFrame({"step": [1, 2, 3], "reward": [1.0, 2.0, 3.0]}),
+               1: pd.DataFrame({"step": [1, 2], "reward": [3.0, 4.0]})},  # seed 1 stopped after step 2
+        "f1": {0: pd.DataFrame({"step": [1, 2], "reward": [0.5, np.nan]})},
+    }
+    frame = band_frame(histories, "reward")
+    em = frame[frame["arm"] == "em"].set_index("step")
+    assert em["mean"].tolist() == [2.0, 3.0, 3.0] and em["seeds"].tolist() == [2, 2, 1]
+    assert em["sd"].iloc[0] == pytest.approx(math.sqrt(2)) and math.isnan(em["sd"].iloc[2])
+    assert em["min"].tolist() == [1.0, 2.0, 3.0] and em["max"].tolist() == [3.0, 4.0, 3.0]
+    assert frame[frame["arm"] == "f1"]["step"].tolist() == [1]  # the NaN step is not a point
+    smoothed = band_frame({"em": {0: histories["em"][0]}}, "reward", smooth=0.5)
+    assert smoothed["mean"].tolist() == [1.0, 1.5, 2.25]
+    fig = band_curves(histories, metrics=("reward", "search/searches_per_sample"), band="sd")
+    left, right = fig.axes
+    assert left.lines[0].get_ydata().tolist() == [2.0, 3.0, 3.0] and left.lines[0].get_label() == "em (2 seeds)"
+    band = left.collections[0].get_paths()[0].vertices[:, 1]
+    assert band.min() == pytest.approx(2 - math.sqrt(2)) and band.max() == pytest.approx(3 + math.sqrt(2))
+    assert right.get_title().endswith("(not logged)")
+    with pytest.raises(ValueError, match="band must be one of minmax, sd"):
+        band_curves(histories, band="range")
+
+
+def test_an_arm_experiment_writes_into_its_folder_and_leaves_no_kernel_hooks(tmp_path, monkeypatch):
+    from searchrl import kernel_watch
+    from searchrl.ablation.work import experiment_in
+    from searchrl.rundir import RUN_DIR_ENV, current_run_dir
+
+    class Events:
+        def __init__(self):
+            self.callbacks = {"post_run_cell": ["the notebook's own hook"]}
+
+        def register(self, name, hook):
+            self.callbacks[name].append(hook)
+
+        def unregister(self, name, hook):
+            self.callbacks[name].remove(hook)
+
+    shell = type("Shell", (), {"events": Events()})()
+    monkeypatch.setattr("IPython.get_ipython", lambda: shell)
+    monkeypatch.setattr(kernel_watch, "_die_with_parent", lambda *args: None)  # no watchdog thread in a test
+
+    class Recorder:  # an Experiment takes its folder as Experiment does
+        def __init__(self, cfg, notebook):
+            self.run_dir = current_run_dir(notebook, cfg)
+            self.hooks = list(shell.events.callbacks["post_run_cell"])
+
+    monkeypatch.setattr("searchrl.experiment.Experiment", Recorder)
+    monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path / "ablation"))
+    exp = experiment_in(tmp_path / "ablation" / "arms" / "em" / "seed0", _cfg(tmp_path), "t")
+    assert exp.run_dir == tmp_path / "ablation" / "arms" / "em" / "seed0" and exp.run_dir.is_dir()
+    assert len(exp.hooks) == 2  # current_run_dir hooked the arm's folder to failing cells...
+    assert shell.events.callbacks["post_run_cell"] == ["the notebook's own hook"]  # ...and that hook is gone again
+    assert os.environ[RUN_DIR_ENV] == str(tmp_path / "ablation")
+
+
+TINY = {"model": "tiny-random", "world_entities": 40, "n_train": 4, "n_eval": 2, "eval_batch_size": 2,
+        "sft_examples": 2, "rl_steps": 1, "prompts_per_step": 1, "num_generations": 2, "max_searches": 1,
+        "max_turn_tokens": 16, "max_completion_tokens": 32, "save_steps": 1, "world_passage_words": 20, "top_k": 1,
+        "torch_threads": 1}
+
+
+@pytest.mark.slow
+def test_a_tiny_real_ablation_end_to_end(tmp_path):
+    cfg = RunConfig.from_params({**TINY, "output_root": str(tmp_path), "arms": {"em": {"rewards": ["em"]},
+                                 "f1": {"rewards": ["f1"]}}, "claims": {"F1 beats EM": {"better": "f1",
+                                                                                        "worse": "em"}}})
+    ablation = Ablation(cfg, run_dir=tmp_path / "run", notebook="t")
+    ablation.run()
+    for arm in ("em", "f1"):
+        folder = arm_folder(ablation.run_dir, arm, 0)
+        assert (folder / "eval" / "after_RL.json").is_file() and records_path(folder).is_file()
+        assert (folder / "checkpoints" / "rl" / "config.json").is_file()  # the final policy stays
+        assert not list((folder / "checkpoints").glob("*/checkpoint-*"))  # resume state of a finished arm goes
+        assert MetricsHistory(folder).to_frame()["step"].tolist() == [1]
+    shared = list((ablation.run_dir / "shared" / "seed0").glob("cold_start-*/checkpoints/cold_start/config.json"))
+    assert len(shared) == 1
+    assert set(ablation.table().index) == {"em", "f1"}
+    verdicts = ablation.verdicts()
+    assert verdicts.loc[0, "pairs"] == 2 and verdicts.loc[0, "verdict"] in ("reproduced", "opposite", "inconclusive")
+    ablation.curves()
