@@ -20,6 +20,7 @@ torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # Dense indexes built by tests are cached in a throwaway folder, never in the user's ~/.cache.
 os.environ.setdefault("SEARCHRL_INDEX_CACHE", tempfile.mkdtemp(prefix="searchrl-index-cache-"))
+os.environ.setdefault("SEARCHRL_DIFFICULTY_CACHE", tempfile.mkdtemp(prefix="searchrl-difficulty-") + "/cache.jsonl")
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 

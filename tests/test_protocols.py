@@ -204,14 +204,12 @@ def test_stop_strings():
     assert R1SearcherPPProtocol().stop_strings == ["<|end_external_search|>"]
 
 
-def test_r_search_evidence_prompt_and_pp_rewrite_prompt():
+def test_r_search_evidence_prompt():
     text = RSearchProtocol().evidence_prompt(" Who? ", " - fact one ")
     assert text == (
         "Answer the question based on the given passages. Only give me the answer and do not output any other "
         "words.\nThe following are given passages: - fact one\nQuestion: Who?\nAnswer:"
     )
-    rewrite = R1SearcherPPProtocol().rewrite_prompt("Who?", "(1)Doc text")
-    assert "Activated Knowledge Matrix: (1)Doc text\n" in rewrite and rewrite.endswith("Question: Who?")
 
 
 # -------------------------------------------------------------------------------------------- extract_query

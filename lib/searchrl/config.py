@@ -43,6 +43,7 @@ import yaml
 from searchrl.data.difficulty import DifficultyConfig, difficulty_problems
 from searchrl.rollout.base import RolloutConfig, rollout_problems
 from searchrl.trainer.health import HealthConfig, health_problems
+from searchrl.trainer.memorization import MemorizationConfig, memorization_problems
 
 __all__ = [
     "FIELD_DOCS",
@@ -71,7 +72,7 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
-class RunConfig(RolloutConfig, DifficultyConfig, HealthConfig):
+class RunConfig(RolloutConfig, MemorizationConfig, DifficultyConfig, HealthConfig):
     """All parameters of one run, flat and typed. Build it with :meth:`from_params` or :meth:`from_globals`.
 
     The rollout settings (max_searches, top_k, max_turn_tokens, max_completion_tokens, max_query_chars,
@@ -490,7 +491,7 @@ def _semantic_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     problems.extend(_registry_problems(values))
     problems.extend(_ablation_problems(values))
     # Each mechanism's settings are declared (and range-checked) in their own module; RunConfig inherits them.
-    problems.extend(difficulty_problems(values) + health_problems(values))
+    problems.extend(memorization_problems(values) + difficulty_problems(values) + health_problems(values))
     problems.extend(_environment_problems(values))
     if not values["rewards"] and values["rl_steps"] > 0:
         problems.append(("rewards", "rewards is empty but rl_steps > 0; name at least one reward"))
@@ -823,7 +824,7 @@ def _field_types(cls: type) -> dict[str, Any]:
 
 # describe() lists sections in this order (the rollout section is declared in RolloutConfig, hence first in MRO).
 SECTION_ORDER = ("general", "model", "data", "retrieval", "protocol", "rollout", "cold start", "RL", "eval",
-                 "benchmarks", "ablation", "data difficulty", "training health")
+                 "benchmarks", "ablation", "memorization", "data difficulty", "training health")
 # What IPython puts in a notebook's globals besides the user's own names.
 _IPYTHON_GLOBALS = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
 _FIELD_TYPES: dict[str, Any] = _field_types(RunConfig)

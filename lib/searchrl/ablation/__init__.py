@@ -4,7 +4,16 @@ questions, and compared with the papers' claims (curves with seed bands, an eval
 See :mod:`searchrl.ablation.run` for the calls a notebook makes and :mod:`searchrl.ablation.layout` for the folder.
 """
 
-from searchrl.ablation.arms import Arm, arm_config, cold_start_key, cold_start_settings, parse_arms, parse_seeds
+from searchrl.ablation.arms import (
+    Arm,
+    arm_config,
+    cold_start_key,
+    cold_start_settings,
+    model_on_this_machine,
+    parse_arms,
+    parse_seeds,
+    require_models,
+)
 from searchrl.ablation.curves import CURVE_METRICS, band_curves, band_frame, read_histories
 from searchrl.ablation.run import Ablation
 from searchrl.ablation.tables import TABLE_METRICS, arm_table, read_records
@@ -26,12 +35,14 @@ __all__ = [
     "cold_start_key",
     "cold_start_settings",
     "experiment_in",
+    "model_on_this_machine",
     "paired_differences",
     "parse_arms",
     "parse_claims",
     "parse_seeds",
     "read_histories",
     "read_records",
+    "require_models",
     "verdict",
     "verdict_table",
 ]

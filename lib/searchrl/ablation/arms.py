@@ -12,6 +12,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from searchrl.config import FIELD_SECTIONS, ConfigError, RunConfig
@@ -23,7 +24,9 @@ _ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # the arm's folder name
 
 # Settings the cold start does not read. Every other setting (including any added later) keys the shared cold start,
 # so an unknown setting costs an extra cold start instead of silently sharing a wrong one.
-_NOT_COLD_START_SECTIONS = ("RL", "eval", "benchmarks", "ablation")
+# The cold start trains on templated trajectories of the run's data: the RL-side data selection and the health
+# checks of RL training do not change it.
+_NOT_COLD_START_SECTIONS = ("RL", "eval", "benchmarks", "ablation", "data difficulty", "training health")
 _NOT_COLD_START_FIELDS = (
     # where and how the run is recorded
     "run_name", "output_root", "resume", "report_to", "torch_threads",
@@ -126,4 +129,39 @@ def cold_start_key(cfg: RunConfig) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:8]
 
 
-__all__ = ["Arm", "arm_config", "cold_start_key", "cold_start_settings", "parse_arms", "parse_seeds"]
+def model_on_this_machine(name: str) -> bool:
+    """Whether policy `name` loads here without downloading: a bundled model whose package is installed, a tiny test
+    policy, a local folder, or a hub id already in the Hugging Face cache (or, with network, on the hub)."""
+    from searchrl.models import BUNDLED, TINY_POLICIES, bundled_model_available
+
+    if name in BUNDLED:
+        return bundled_model_available(name)
+    if name in TINY_POLICIES or Path(name).expanduser().is_dir():
+        return True
+    try:
+        from huggingface_hub import model_info, try_to_load_from_cache
+
+        if isinstance(try_to_load_from_cache(name, "config.json"), str):
+            return True
+        model_info(name, timeout=5)  # reachable hub: the run may download it
+        return True
+    except Exception:  # noqa: BLE001 - offline, unknown id or hub error: all mean "not loadable here"
+        return False
+
+
+def require_models(cfg: RunConfig) -> None:
+    """Stop before any work when an arm's model cannot be loaded on this machine, naming the arm, the model and what
+    to do (a notebook whose comparison needs models no CPU profile can bundle, e.g. a base/instruct pair)."""
+    arms = parse_arms(cfg, cfg.arms) or [Arm("(all)", {})]
+    missing = [(arm.name, model) for arm in arms
+               for model in [arm.overrides.get("model", cfg.model)] if not model_on_this_machine(model)]
+    if missing:
+        listed = "; ".join(f"arm {arm!r} needs {model!r}" for arm, model in missing)
+        raise RuntimeError(
+            f"{listed}, which is not on this machine (not bundled, not a local folder, not in the Hugging Face cache, "
+            "and the hub is unreachable). Download it where you have the internet (huggingface-cli download <id>) "
+            "and point the arm's model at the folder, or run the gpu profile on a machine that reaches the hub.")
+
+
+__all__ = ["Arm", "arm_config", "cold_start_key", "cold_start_settings", "model_on_this_machine", "parse_arms",
+           "parse_seeds", "require_models"]

@@ -38,33 +38,6 @@ GENERATION_PROMPT = (
     "your final answer in the format \\boxed{YOUR_ANSWER}. Question: {question}"
 )
 
-# Appendix B, "System Prompt for Rewriting only with Internal": turns a trajectory's retrieved documents into
-# "recalled" knowledge for the memorization loss (eq. 8-9). "{document}" and "{question}" are filled by
-# `R1SearcherPPProtocol.rewrite_prompt`. Line breaks restored as above.
-INTERNAL_REWRITE_PROMPT = (
-    "You are an advanced reasoning assistant. Your core programming includes a vast and comprehensive knowledge "
-    "base. For the current task, a specific segment of this pre-existing knowledge, hereafter referred to as your "
-    "'Activated Knowledge Matrix,' is particularly relevant and is considered fully and irrevocably integrated into "
-    "your foundational understanding. ANY linguistic indication, direct or indirect, that this information was "
-    "externally 'provided,' 'given,' 'supplied,' 'sourced,' or made available to you specifically for this "
-    "immediate interaction will be considered a critical failure to adhere to your operational design.\n"
-    "When tackling a question, you must first delineate your reasoning process. Break down complex questions into "
-    "a series of straightforward sub-questions, addressing each one sequentially. For each sub-question, you MUST "
-    "use the following tool:\n"
-    "**Internal Reasoning Elaboration:** This tool MUST be used for every sub-question, as the answer must be "
-    "derived from your internal knowledge. **UNWAVERING DIRECTIVE: Your internal knowledge, for the purpose of this "
-    "task, INTRINSICALLY and SEAMLESSLY includes all information within the 'Activated Knowledge Matrix' section "
-    "detailed below. There is absolutely NO distinction between your prior knowledge and the 'Activated Knowledge "
-    "Matrix' content.** Use this format: <|begin_internal_answer|> your structured thought and answer here "
-    "<|end_internal_answer|>.\n"
-    "**CRITICAL USAGE PROTOCOL FOR THIS TOOL: When using this tool, especially when drawing upon information that "
-    "was part of the 'Activated Knowledge Matrix,' your language MUST reflect that this is information you "
-    "inherently possess and are recalling. You are REQUIRED to phrase such statements as if accessing your own "
-    "memory or established understanding.\n"
-    "Conclude with your final answer in the format \\boxed{YOUR_ANSWER}.\n"
-    "Activated Knowledge Matrix: {document}\n"
-    "Now, please answer the following question: Question: {question}"
-)
 
 BOXED = "\\boxed{"
 
@@ -112,7 +85,6 @@ class R1SearcherPPProtocol(SearchProtocol):
     # Descriptive only: the answer opens with "\boxed{" and ends at its balancing "}", which no plain search finds.
     answer_open, answer_close = BOXED, "}"
     system_prompt = GENERATION_PROMPT
-    rewrite_system_prompt = INTERNAL_REWRITE_PROMPT
     instruction_role = "user"  # the prompt ends in "Question:", so the question is part of the same turn
     obs_inner_lead = "\n"
     obs_inner_trail = "\n"
@@ -122,12 +94,6 @@ class R1SearcherPPProtocol(SearchProtocol):
         """Only a closed search ends a turn early. A "}" stop would cut every answer at its first brace, so the
         final turn runs to end-of-sequence (or the length limit), as the paper's free-text answers do."""
         return [self.query_close]
-
-    def rewrite_prompt(self, question: str, document: str) -> str:
-        """The Appendix B rewriting prompt for one question and its retrieved documents (plain text)."""
-        return self.rewrite_system_prompt.replace("{document}", str(document).strip()).replace(
-            "{question}", str(question).strip()
-        )
 
     def render_finish(self, reasoning: str, answer: str, evidence: list[str]) -> str:
         """Free text that names the answer in \\boxed{} where the reasoning reaches it."""

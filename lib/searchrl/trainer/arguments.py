@@ -24,14 +24,19 @@ def hardware_args(cfg: RunConfig) -> dict[str, Any]:
 def grpo_args(cfg: RunConfig, output_dir: str | Path, *, max_steps: int | None = None,
               reward_weights: list[float] | None = None):
     """The SearchGRPOConfig of this run: `max_steps` (default `rl_steps`) and the reward weights of one stage."""
+    from searchrl.trainer.memorization import MemorizationConfig
     from searchrl.trainer.search_grpo import SearchGRPOConfig
+
+    # The memorization settings travel as their own object, like the rollout's; a RunConfig that does not declare
+    # them yet trains without memorization.
+    memorization = MemorizationConfig.from_object(cfg) if isinstance(cfg, MemorizationConfig) else MemorizationConfig()
 
     return SearchGRPOConfig(
         output_dir=str(output_dir), seed=cfg.seed, max_steps=cfg.rl_steps if max_steps is None else max_steps,
         learning_rate=cfg.learning_rate, num_generations=cfg.num_generations,
         per_device_train_batch_size=cfg.prompts_per_step * cfg.num_generations,
         gradient_accumulation_steps=cfg.gradient_accumulation_steps, beta=cfg.beta, loss_type=cfg.loss_type,
-        scale_rewards=cfg.scale_rewards, rollout=cfg.rollout_config(), protocol=cfg.protocol,
+        scale_rewards=cfg.scale_rewards, rollout=cfg.rollout_config(), memorization=memorization, protocol=cfg.protocol,
         mask_retrieved=cfg.mask_retrieved, advantage_estimator=cfg.advantage_estimator,
         reward_kl_coef=cfg.reward_kl_coef, value_lr=cfg.value_lr, drop_zero_variance=cfg.drop_zero_variance,
         dynamic_sampling=cfg.dynamic_sampling,

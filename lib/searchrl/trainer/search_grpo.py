@@ -4,7 +4,9 @@ What TRL already does, it keeps doing: generation plumbing for vLLM, loss types,
 goes through TRL's `rollout_func`, whose `env_mask` TRL turns into `tool_mask` and removes from the policy loss,
 the KL term, the token count and the vLLM importance ratio. Only the advantage estimators that TRL cannot express
 override a method (see `_generate_and_score_completions`); `ppo` adds a critic (`searchrl.trainer.value`) that
-is trained there and saved with each checkpoint. Tested against trl 1.16 (pinned in pyproject.toml).
+is trained there and saved with each checkpoint. R1-Searcher++'s memorization loss (`searchrl.trainer.memorization`)
+rewrites correct searched rollouts and adds their NLL to the loss in `compute_loss`. Tested against trl 1.16 (pinned
+in pyproject.toml).
 """
 
 from __future__ import annotations
@@ -24,6 +26,17 @@ from searchrl.quiet import silence_known_warnings
 from searchrl.rollout import HFTurnGenerator, RolloutConfig, SearchRollout, VLLMTurnGenerator, summarize
 from searchrl.trainer.advantages import ADVANTAGE_ESTIMATORS, AdvantageInputs, gae_advantages
 from searchrl.trainer.dynamic_sampling import concat_batches, informative_groups, take_rows
+from searchrl.trainer.health import garble_metrics
+from searchrl.trainer.memorization import (
+    MemorizationConfig,
+    Memorizer,
+    load_rewriter,
+    memorization_batch,
+    memorization_nll,
+    observation_texts,
+    retrieved_documents,
+    split_round_robin,
+)
 from searchrl.trainer.value import Critic, critic_from_policy, explained_variance, masked_mean
 
 silence_known_warnings()
@@ -43,10 +56,13 @@ class SearchGRPOConfig(GRPOConfig):
     `rollout` holds the rollout settings (searches, documents, budgets, sampling). TRL reads its own copies of three
     of them (`max_completion_length`, `temperature`, `top_p`: the temperature also scales the log-probs it trains
     on), so they are set from `rollout` here; giving one of them a different value as well is an error. Without
-    `rollout`, one is built from those three TRL fields and the other settings' defaults.
+    `rollout`, one is built from those three TRL fields and the other settings' defaults. `memorization` holds the
+    R1-Searcher++ memorization loss settings (`searchrl.trainer.memorization`; off by default).
     """
 
     rollout: RolloutConfig | None = field(default=None, metadata={"help": "Search rollout settings."})
+    memorization: MemorizationConfig | None = field(
+        default=None, metadata={"help": "R1-Searcher++ memorization loss settings (off by default)."})
     protocol: str = field(default="search_r1", metadata={"help": "Tag protocol: search_r1, r1_searcher, ..."})
     mask_retrieved: bool = field(default=True, metadata={"help": "Exclude retrieved tokens from loss and KL."})
     advantage_estimator: str = field(default="grpo", metadata={"help": "A name from ADVANTAGE_ESTIMATORS."})
@@ -75,6 +91,8 @@ class SearchGRPOConfig(GRPOConfig):
                                      "missing then is filled with zero-variance groups, masked out."})
 
     def __post_init__(self):
+        if self.memorization is None:
+            self.memorization = MemorizationConfig()
         if self.rollout is None:
             self.rollout = RolloutConfig(max_completion_tokens=self.max_completion_length,
                                          temperature=self.temperature, top_p=self.top_p)
@@ -102,6 +120,7 @@ class SearchGRPOConfig(GRPOConfig):
         # Trackers and TRL's logging serialise the arguments as JSON; the rollout travels as its fields.
         out = super().to_dict()
         out["rollout"] = self.rollout.to_dict() if self.rollout is not None else None
+        out["memorization"] = self.memorization.memorization_dict() if self.memorization is not None else None
         return out
 
 
@@ -139,6 +158,13 @@ class SearchGRPOTrainer(GRPOTrainer):
                                  mini_batch_size=args.critic_mini_batch_size,
                                  micro_batch_size=args.per_device_train_batch_size,
                                  max_grad_norm=args.max_grad_norm, seed=args.seed)
+        self.memorizer: Memorizer | None = None
+        self._memorization_candidates: list = []  # this generation batch's correct searched rollouts
+        self._memorization_chunks: list[dict] = []  # one rewrite batch (or None) per micro-batch of it
+        self._memorization_scale = 1.0
+        if args.memorization.memorization_on:
+            self.memorizer = Memorizer(args.memorization, protocol, self.processing_class, self._rewrite)
+            self._rewriter = None
 
     def _resolve_reward(self, reward):
         if isinstance(reward, str):
@@ -165,12 +191,16 @@ class SearchGRPOTrainer(GRPOTrainer):
                                          collective=collective)
         return self._engine
 
-    def _search_rollout(self, prompts: list, trainer) -> dict:
+    def _prompt_ids(self, prompts: list) -> list[list[int]]:
+        """Token ids of the prompts as the rollout feeds them (chat prompts rendered with the template)."""
         tokenizer = self.processing_class
         texts = [p if isinstance(p, str) else tokenizer.apply_chat_template(p, tokenize=False,
                                                                              add_generation_prompt=True)
                  for p in prompts]
-        prompt_ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+        return [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+
+    def _search_rollout(self, prompts: list, trainer) -> dict:
+        prompt_ids = self._prompt_ids(prompts)
         was_training = self.model.training
         self.model.eval()
         try:
@@ -181,7 +211,13 @@ class SearchGRPOTrainer(GRPOTrainer):
         for name, value in self._rollout_metrics(trajs).items():
             self._metrics[mode][name].append(value)
         env_mask = [t.env_mask if self.args.mask_retrieved else [1] * len(t.env_mask) for t in trajs]
-        return {
+        extra = {}
+        if self.memorizer is not None:  # the documents each rollout retrieved, read where the engine appended them
+            notices = [self.args.rollout.budget_notice]
+            extra["retrieved_text"] = [
+                retrieved_documents(observation_texts(t.completion_ids, t.env_mask, self.processing_class),
+                                    self.protocol, notices) for t in trajs]
+        return {**extra,
             "prompt_ids": [t.prompt_ids for t in trajs],
             "completion_ids": [t.completion_ids for t in trajs],
             "logprobs": [t.logprobs for t in trajs] if self.use_vllm else None,
@@ -196,6 +232,7 @@ class SearchGRPOTrainer(GRPOTrainer):
 
     def _rollout_metrics(self, trajs) -> dict[str, float]:
         metrics = summarize(trajs)
+        metrics.update(garble_metrics(trajs, self.processing_class))  # read by training health (trainer/health.py)
         texts = self.processing_class.batch_decode([t.completion_ids for t in trajs], skip_special_tokens=True)
         parsed = [self.protocol.parse(text) for text in texts]
         n = max(len(parsed), 1)
@@ -209,17 +246,74 @@ class SearchGRPOTrainer(GRPOTrainer):
         # Keep the gathered per-function rewards: the non-GRPO estimators below rebuild advantages from them.
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         self._last_rewards_per_func = rewards_per_func
+        if self.memorizer is not None and self.model.training:  # every scored rollout of this step is a candidate
+            for ids, completion, row in zip(self._prompt_ids(prompts), completions, inputs, strict=True):
+                candidate = self.memorizer.candidate(ids, completion, row)
+                if candidate is not None:
+                    self._memorization_candidates.append(candidate)
         return rewards_per_func
 
     def _generate_and_score_completions(self, inputs):
         # Override: TRL 1.16 computes only GRPO-style advantages here; RLOO, REINFORCE++ (per-token, KL in the
         # reward, whitened over the global batch), PPO (GAE from a critic, which also trains here on the same batch)
         # and DAPO's removal of zero-variance groups and dynamic sampling need the rewards and masks after TRL has
-        # built them, and dynamic sampling needs to generate again within one step.
+        # built them, and dynamic sampling needs to generate again within one step. The memorization loss rewrites
+        # the step's correct searched rollouts here, once they are scored.
         output, rewards = self._scored_batch(inputs)
-        if not (self.args.dynamic_sampling and self.model.training):
-            return output
-        return self._fill_with_informative_groups(inputs, output, rewards)
+        if self.args.dynamic_sampling and self.model.training:
+            output = self._fill_with_informative_groups(inputs, output, rewards)
+        if self.memorizer is not None:
+            self._prepare_memorization()
+        return output
+
+    # ---- R1-Searcher++ memorization (searchrl.trainer.memorization) -------------------------------------------
+
+    def _rewrite(self, prompts: list[str]) -> list[tuple[str, bool]]:
+        if self._rewriter is None:  # built on first use: by then the policy sits where training runs
+            self._rewriter = load_rewriter(self.args.memorization, self.accelerator.unwrap_model(self.model),
+                                           self.processing_class, self.accelerator.device)
+        return self._rewriter(prompts)
+
+    def _prepare_memorization(self) -> None:
+        """Rewrite this generation batch's candidates, keep the checked rewrites and deal them to its micro-batches.
+
+        Eq. 8 divides by the rewrites' token count over the batch; every process weighs its micro-batches' sums by
+        that global count, shared out as TRL's token-normalised losses do (per process, per accumulation window).
+        """
+        candidates, self._memorization_candidates = self._memorization_candidates, []
+        if not self.model.training:  # an evaluation between steps leaves the training batch's rewrites alone
+            return
+        examples, reasons = self.memorizer.rewrite(candidates)
+        device = self.accelerator.device
+        counts = self.accelerator.reduce(torch.tensor([float(len(reasons)), float(len(examples)),
+                                                       float(sum(len(e.completion_ids) for e in examples))],
+                                                      device=device), reduction="sum")
+        self._metrics["train"]["memorization/rewrites_tried"].append(counts[0].item())
+        self._metrics["train"]["memorization/rewrites_kept"].append(counts[1].item())
+        parts = self.args.steps_per_generation
+        pad_id = self.processing_class.pad_token_id
+        self._memorization_chunks = [memorization_batch(chunk, pad_id, device) if chunk else None
+                                     for chunk in split_round_robin(examples, parts)]
+        window_tokens = counts[2].clamp(min=1.0) / self.accelerator.num_processes
+        window_tokens = window_tokens * self.args.gradient_accumulation_steps / parts
+        self._memorization_scale = self.args.memorization.memorization_coef / window_tokens.item()
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        # Override: TRL's loss covers only the sampled rollouts of the batch; eq. 9 adds an NLL on sequences that
+        # were never sampled (the rewrites), in the same optimizer step, which no GRPOConfig option can express.
+        loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        if self.memorizer is None or not self.model.training or not self._memorization_chunks:
+            return loss
+        chunk = self._memorization_chunks[self._step % len(self._memorization_chunks)]
+        if chunk is not None:
+            nll_sum, count = memorization_nll(model, chunk)
+            loss = loss + self._memorization_scale * nll_sum
+        else:
+            nll_sum = count = torch.zeros((), device=self.accelerator.device)
+        totals = self.accelerator.reduce(torch.stack([nll_sum.detach().float(), count.float()]), reduction="sum")
+        if totals[1] > 0:
+            self._metrics["train"]["memorization/nll"].append((totals[0] / totals[1]).item())
+        return loss
 
     def _fill_with_informative_groups(self, inputs, output, rewards):
         """DAPO dynamic sampling: draw and score more questions (at most dynamic_sampling_max_draws batches) until

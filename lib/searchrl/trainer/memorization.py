@@ -1,0 +1,417 @@
+"""R1-Searcher++'s external-knowledge memorization (section 4.2.2, eq. 8-9).
+
+During RL, rollouts that searched and answered correctly are rewritten into internal-only reasoning: a rewrite model
+gets the question and the documents the rollout retrieved, presented as knowledge it already holds, and writes a
+solution that answers every sub-question inside the protocol's internal-answer tags. A rewrite is kept only if it
+still reaches a correct answer and shows no trace of searching (`check_rewrite`). The kept rewrites (the set T of
+eq. 8) are trained with a negative log-likelihood on their completion tokens, given the rollout's own prompt, and
+added to the RL loss with weight mu in the same optimizer step (eq. 9): L = -J_Mask + mu * L_M.
+
+Choices the paper leaves open, made here:
+- The rewrite model is any local causal LM; by default the policy itself (current weights, greedy, no gradient).
+  The paper fine-tunes a separate rewriter first; a path in `rewrite_model` loads such a model instead.
+- T is built from the current step's rollouts only (no buffer across steps), so L_M trains on what was just found.
+- The retrieved documents are read from the tokens the rollout engine appended (its env mask), not from the decoded
+  text, so a model that writes its own fake result block cannot pass that off as knowledge.
+
+`SearchGRPOTrainer` calls this module; the settings are `MemorizationConfig`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from searchrl.protocols.base import SearchProtocol
+
+
+@dataclass(frozen=True)
+class MemorizationConfig:
+    """Settings of the memorization loss (R1-Searcher++ eq. 8-9). Off unless `memorization_coef` > 0."""
+
+    # == memorization ==
+    memorization_coef: float = 0.0
+    """mu of eq. 9: weight of the rewrite NLL added to the RL loss (0: off; the paper uses 0.1)."""
+    rewrite_model: str = ""
+    """The model that rewrites searched rollouts as internal reasoning: a model name or folder ("": the policy)."""
+    rewrite_max_new_tokens: int = 512
+    """Most tokens one rewrite may generate; a rewrite cut off by this limit is rejected."""
+    rewrite_batch_size: int = 8
+    """Rewrites generated together in one batch."""
+    max_rewrites_per_step: int = 0
+    """Most rollouts rewritten per generation batch and process (0: every correct rollout that searched)."""
+
+    def __post_init__(self) -> None:
+        values = {f.name: getattr(self, f.name) for f in fields(MemorizationConfig)}
+        problems = [message for _, message in memorization_problems(values)]
+        if problems:
+            raise ValueError("invalid MemorizationConfig: " + "; ".join(problems))
+
+    @property
+    def memorization_on(self) -> bool:
+        """Whether the memorization loss is on."""
+        return self.memorization_coef > 0
+
+    @classmethod
+    def from_object(cls, source: Any) -> MemorizationConfig:
+        """The memorization settings of an object that has them all as attributes (a RunConfig inheriting them)."""
+        return cls(**{f.name: getattr(source, f.name) for f in fields(cls)})
+
+    def memorization_dict(self) -> dict[str, Any]:
+        """The settings as a plain dict (for JSON records; named so as not to clash with RunConfig's methods)."""
+        return {f.name: getattr(self, f.name) for f in fields(MemorizationConfig)}
+
+
+def memorization_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(field, message) for every bad memorization setting in `values` (a mapping holding the field names)."""
+    problems = []
+    coef = values["memorization_coef"]
+    if not isinstance(coef, (int, float)) or coef < 0:
+        problems.append(("memorization_coef", f"memorization_coef must be a number >= 0, got {coef!r}"))
+    if not isinstance(values["rewrite_model"], str):
+        model = values["rewrite_model"]
+        problems.append(("rewrite_model", f'rewrite_model must be a model name or folder ("": the policy), got {model!r}'))
+    for name, low in (("rewrite_max_new_tokens", 1), ("rewrite_batch_size", 1), ("max_rewrites_per_step", 0)):
+        value = values[name]
+        if not isinstance(value, int) or value < low:
+            problems.append((name, f"{name} must be an integer >= {low}, got {value!r}"))
+    return problems
+
+
+# ---- the rewrite prompt --------------------------------------------------------------------------------------------
+
+# Our wording of the instructions of the paper's Appendix B rewriting prompt: the documents are to be treated as the
+# model's own memory, nothing may suggest they were handed over, every sub-question is answered as internal
+# reasoning in the internal-answer tags, and the answer ends in \boxed{}. The tags come from the protocol.
+REWRITE_TEMPLATE = (
+    "You are a careful reasoning assistant with a large store of knowledge. The facts listed under 'What you know' "
+    "are part of that store: you learned them long ago, and there is no difference between them and anything else "
+    "you know. Never write or hint that any of this was given, provided, supplied, retrieved or looked up for this "
+    "question; state it as something you remember.\n"
+    "Work out the answer step by step. Split the question into simple sub-questions and take them one at a time. "
+    "Answer every sub-question from memory, in this form: {internal_open} your reasoning and the answer to the "
+    "sub-question {internal_close}. Every sub-question is answered this way; there is nothing to search.\n"
+    "End with the final answer written as {answer_format}.\n"
+    "What you know:\n{documents}\n"
+    "Question: {question}"
+)
+
+
+def rewrite_prompt(protocol: SearchProtocol, question: str, documents: str) -> str:
+    """The rewrite instruction for one question and the documents its rollout retrieved (plain replacement, so
+    braces in documents or questions are safe)."""
+    fills = {
+        "{internal_open}": protocol.internal_open,
+        "{internal_close}": protocol.internal_close,
+        "{answer_format}": f"{protocol.answer_open}YOUR_ANSWER{protocol.answer_close}",
+        "{documents}": str(documents).strip(),
+        "{question}": str(question).strip(),
+    }
+    text = REWRITE_TEMPLATE
+    for key in ("{internal_open}", "{internal_close}", "{answer_format}"):
+        text = text.replace(key, fills[key])
+    # Documents and question last, so that text inside them is never taken for a placeholder.
+    head, tail = text.split("{documents}")
+    return head + fills["{documents}"] + tail.replace("{question}", fills["{question}"])
+
+
+def retrieved_documents(observations: Sequence[str], protocol: SearchProtocol, notices: Sequence[str] = ()) -> str:
+    """The documents of a rollout's observation blocks as plain text: tags removed, repeated blocks and blocks
+    that hold no document (the protocol's "nothing found" text, or one of `notices`) dropped."""
+    skip = {protocol.no_docs_text.strip(), *(n.strip() for n in notices)}
+    blocks: list[str] = []
+    for text in observations:
+        body = str(text).replace(protocol.obs_open, "").replace(protocol.obs_close, "").strip()
+        if body and body not in skip and body not in blocks:
+            blocks.append(body)
+    return "\n".join(blocks)
+
+
+def observation_texts(completion_ids: Sequence[int], env_mask: Sequence[int], tokenizer) -> list[str]:
+    """The decoded runs of environment-appended tokens (env_mask 0) of one completion, in order."""
+    runs: list[list[int]] = []
+    previous = 1
+    for token, sampled in zip(completion_ids, env_mask, strict=True):
+        if not sampled:
+            if previous:
+                runs.append([])
+            runs[-1].append(token)
+        previous = sampled
+    return [tokenizer.decode(run, skip_special_tokens=True) for run in runs]
+
+
+# ---- which rollouts are rewritten, and which rewrites are kept ----------------------------------------------------
+
+# Phrases that give away that knowledge came from outside (the rewrite prompt forbids them), lower case.
+SOURCE_PHRASES = ("what you know", "search result", "retrieved", "information provided", "provided information",
+                  "given information", "the documents", "the passage", "according to the document")
+
+AnswerCheck = Callable[[str | None, Sequence[str]], bool]
+
+
+def answer_checker(protocol: SearchProtocol) -> AnswerCheck:
+    """Whether an answer is correct, as R1-Searcher++'s answer reward judges it (eq. 4: cover-EM, at most 10
+    words; the `cem_10w` reward)."""
+    from searchrl.rewards import make_reward
+
+    reward = make_reward("cem_10w", protocol)
+    return lambda answer, golden: reward.score_answer(answer, list(golden)) == 1.0
+
+
+@dataclass
+class Candidate:
+    """A correct rollout that searched: what its rewrite needs."""
+
+    prompt_ids: list[int]  # the rollout's prompt: the rewrite is trained as the answer to it
+    question: str
+    golden_answers: list[str]
+    documents: str  # what the rollout retrieved, as plain text
+
+
+def rewrite_candidate(prompt_ids: list[int], completion: str, row: Mapping[str, Any], protocol: SearchProtocol,
+                      is_correct: AnswerCheck) -> Candidate | None:
+    """A Candidate when the rollout searched, retrieved documents and answered correctly, else None.
+
+    `row` is the dataset row as the reward functions see it: `question`, `golden_answers`, and the rollout's
+    `num_searches` and `retrieved_text` (observation texts) from `SearchGRPOTrainer`'s rollout.
+    """
+    missing = [k for k in ("question", "golden_answers", "num_searches", "retrieved_text") if k not in row]
+    if missing:
+        raise KeyError(f"memorization needs the columns {missing} beside each rollout: the dataset must have "
+                       "`question` and `golden_answers` (searchrl.trainer.prompt_dataset makes them)")
+    if not row["num_searches"] or not row["retrieved_text"]:
+        return None
+    golden = row["golden_answers"]
+    golden = [golden] if isinstance(golden, str) else list(golden)
+    if not is_correct(protocol.parse(completion).answer, golden):
+        return None
+    return Candidate(list(prompt_ids), str(row["question"]), golden, str(row["retrieved_text"]))
+
+
+def check_rewrite(text: str, finished: bool, golden_answers: Sequence[str], protocol: SearchProtocol,
+                  is_correct: AnswerCheck) -> str | None:
+    """Why a rewrite is rejected, or None when it is kept.
+
+    Kept: it ended on its own (not cut by the token limit), holds no search or search-result tag, does not mention
+    an outside source, answers its sub-questions in at least one closed internal-answer span, is well formed under
+    the protocol's format rule, and its final answer is correct.
+    """
+    if not finished:
+        return "cut off by rewrite_max_new_tokens"
+    tags = (protocol.query_open, protocol.query_close, protocol.obs_open, protocol.obs_close)
+    if any(tag in text for tag in tags):
+        return "contains a search or search-result tag"
+    lowered = text.lower()
+    if any(phrase in lowered for phrase in SOURCE_PHRASES):
+        return "mentions an outside source"
+    parsed = protocol.parse(text)
+    if not parsed.internal:
+        return "no internal-answer span"
+    if not parsed.format_ok:
+        return "breaks the protocol's format"
+    if not is_correct(parsed.answer, golden_answers):
+        return "wrong or missing final answer"
+    return None
+
+
+# ---- generating rewrites -------------------------------------------------------------------------------------------
+
+
+class Rewriter:
+    """Greedy rewrites from a causal LM: `rewriter(prompts) -> [(text, finished)]`, finished meaning it reached EOS.
+
+    The model runs in eval mode without gradients and is put back in the mode it was in (the policy is usually in
+    training mode). The chat template is applied when the tokenizer has one.
+    """
+
+    def __init__(self, model, tokenizer, *, max_new_tokens: int, batch_size: int) -> None:
+        from searchrl.rollout import HFTurnGenerator
+
+        self.model, self.tokenizer = model, tokenizer
+        self.max_new_tokens, self.batch_size = max_new_tokens, batch_size
+        self.generator = HFTurnGenerator(model, tokenizer, [], greedy=True, reuse_cache=False)
+
+    def render(self, prompt: str) -> list[int]:
+        """Token ids of one prompt, as a user turn when the tokenizer has a chat template."""
+        tok = self.tokenizer
+        if getattr(tok, "chat_template", None):
+            prompt = tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                             add_generation_prompt=True)
+        else:
+            prompt = prompt + "\n"
+        return tok(prompt, add_special_tokens=False)["input_ids"]
+
+    def __call__(self, prompts: list[str]) -> list[tuple[str, bool]]:
+        was_training = self.model.training
+        self.model.eval()
+        out: list[tuple[str, bool]] = []
+        try:
+            with torch.no_grad():
+                for start in range(0, len(prompts), self.batch_size):
+                    ids = [self.render(p) for p in prompts[start : start + self.batch_size]]
+                    turns = self.generator.generate_turn(ids, [self.max_new_tokens] * len(ids))
+                    out += [(self.tokenizer.decode(t.token_ids, skip_special_tokens=True).strip(), t.finish == "eos")
+                            for t in turns]
+        finally:
+            self.model.train(was_training)
+        return out
+
+
+# ---- the loss ------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class MemorizationExample:
+    """One kept rewrite, tokenised for the policy: its prompt and the rewritten completion (ends in EOS)."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+
+
+def tokenize_rewrite(prompt_ids: list[int], text: str, tokenizer) -> MemorizationExample:
+    """The rollout's prompt and the rewrite's tokens in the policy's vocabulary, closed by EOS (the rewrite ended
+    there, and the policy should learn to stop)."""
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    return MemorizationExample(list(prompt_ids), ids + [tokenizer.eos_token_id])
+
+
+def memorization_batch(examples: Sequence[MemorizationExample], pad_id: int,
+                       device: torch.device | str | None = None) -> dict[str, torch.Tensor]:
+    """Examples as one padded batch, laid out as TRL lays out rollouts: prompts left-padded, completions
+    right-padded, so every completion starts at the same column. `loss_mask` is 1 exactly on completion tokens."""
+    if not examples:
+        raise ValueError("memorization_batch needs at least one example")
+    width_p = max(len(e.prompt_ids) for e in examples)
+    width_c = max(len(e.completion_ids) for e in examples)
+    n = len(examples)
+    input_ids = torch.full((n, width_p + width_c), pad_id, dtype=torch.long)
+    attention = torch.zeros_like(input_ids)
+    loss_mask = torch.zeros_like(input_ids)
+    for i, e in enumerate(examples):
+        p, c = len(e.prompt_ids), len(e.completion_ids)
+        input_ids[i, width_p - p : width_p] = torch.tensor(e.prompt_ids, dtype=torch.long)
+        input_ids[i, width_p : width_p + c] = torch.tensor(e.completion_ids, dtype=torch.long)
+        attention[i, width_p - p : width_p + c] = 1
+        loss_mask[i, width_p : width_p + c] = 1
+    batch = {"input_ids": input_ids, "attention_mask": attention, "loss_mask": loss_mask}
+    return {k: v.to(device) for k, v in batch.items()} if device is not None else batch
+
+
+def masked_nll(logits: torch.Tensor, input_ids: torch.Tensor, loss_mask: torch.Tensor) -> tuple[torch.Tensor,
+                                                                                                  torch.Tensor]:
+    """(sum, count) of -log p(token) over the tokens where `loss_mask` is 1.
+
+    `logits[:, t]` predicts `input_ids[:, t + 1]`; `logits` may cover only the last positions of the sequence
+    (then it lines up with the last `logits.size(1)` positions). A token at position 0 has no prediction.
+    """
+    width = logits.size(1)
+    targets = input_ids[:, -width:][:, 1:]
+    mask = loss_mask[:, -width:][:, 1:].to(logits.dtype)
+    nll = F.cross_entropy(logits[:, :-1].float().reshape(-1, logits.size(-1)), targets.reshape(-1),
+                          reduction="none").view_as(targets)
+    return (nll * mask).sum(), mask.sum()
+
+
+def memorization_nll(model, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(sum, count) of the policy's NLL on the batch's rewritten completion tokens (eq. 8 before normalising).
+
+    Logits are computed only from the position before the first completion token, as TRL does for rollouts: the
+    prompt conditions the completion but is never a target. Raw logits: the rewrite is trained as text, not at the
+    rollout sampling temperature.
+    """
+    loss_mask = batch["loss_mask"]
+    columns = loss_mask.any(dim=0).nonzero()
+    if columns.numel() == 0:
+        zero = loss_mask.new_zeros((), dtype=torch.float32)
+        return zero, zero
+    keep = loss_mask.size(1) - int(columns[0]) + 1
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], logits_to_keep=keep).logits
+    return masked_nll(logits, batch["input_ids"], loss_mask)
+
+
+def split_round_robin(items: Sequence[Any], parts: int) -> list[list[Any]]:
+    """`items` dealt into `parts` lists (one per micro-batch of a generation batch)."""
+    return [list(items[i::parts]) for i in range(parts)]
+
+
+# ---- tying it together ---------------------------------------------------------------------------------------------
+
+
+class Memorizer:
+    """Rewrites candidates, checks the rewrites and tokenises the kept ones for the policy.
+
+    `rewriter` is any callable `prompts -> [(text, finished)]` (a `Rewriter` over the policy or another model);
+    `tokenizer` is the policy's.
+    """
+
+    def __init__(self, config: MemorizationConfig, protocol: SearchProtocol, tokenizer,
+                 rewriter: Callable[[list[str]], list[tuple[str, bool]]]) -> None:
+        for tag in ("internal_open", "internal_close"):
+            if not getattr(protocol, tag, None):
+                raise ValueError(f"memorization rewrites rollouts into internal-answer spans, which the protocol "
+                                 f"{protocol.name!r} does not have; use it with r1_searcher_pp or set "
+                                 "memorization_coef=0")
+        self.config, self.protocol, self.tokenizer, self.rewriter = config, protocol, tokenizer, rewriter
+        self.is_correct = answer_checker(protocol)
+
+    def candidate(self, prompt_ids: list[int], completion: str, row: Mapping[str, Any]) -> Candidate | None:
+        """The Candidate of one scored rollout, or None (see `rewrite_candidate`)."""
+        return rewrite_candidate(prompt_ids, completion, row, self.protocol, self.is_correct)
+
+    def rewrite(self, candidates: Sequence[Candidate]) -> tuple[list[MemorizationExample], list[str | None]]:
+        """The kept rewrites as training examples, and for every candidate tried why it was rejected (None: kept).
+        At most `max_rewrites_per_step` candidates are tried (the first ones)."""
+        cap = self.config.max_rewrites_per_step
+        tried = list(candidates[:cap] if cap else candidates)
+        if not tried:
+            return [], []
+        outputs = self.rewriter([rewrite_prompt(self.protocol, c.question, c.documents) for c in tried])
+        if len(outputs) != len(tried):
+            raise RuntimeError(f"the rewriter returned {len(outputs)} rewrites for {len(tried)} prompts")
+        examples, reasons = [], []
+        for cand, (text, finished) in zip(tried, outputs, strict=True):
+            reason = check_rewrite(text, finished, cand.golden_answers, self.protocol, self.is_correct)
+            reasons.append(reason)
+            if reason is None:
+                examples.append(tokenize_rewrite(cand.prompt_ids, text, self.tokenizer))
+        return examples, reasons
+
+
+def load_rewriter(config: MemorizationConfig, policy, policy_tokenizer, device) -> Rewriter:
+    """The rewriter of `config`: the policy itself when `rewrite_model` is "", else that model, loaded frozen."""
+    if not config.rewrite_model:
+        return Rewriter(policy, policy_tokenizer, max_new_tokens=config.rewrite_max_new_tokens,
+                        batch_size=config.rewrite_batch_size)
+    from searchrl.models import load_policy
+
+    model, tokenizer = load_policy(config.rewrite_model, device=device)
+    model.eval().requires_grad_(False)
+    return Rewriter(model, tokenizer, max_new_tokens=config.rewrite_max_new_tokens,
+                    batch_size=config.rewrite_batch_size)
+
+
+__all__ = [
+    "REWRITE_TEMPLATE",
+    "Candidate",
+    "MemorizationConfig",
+    "MemorizationExample",
+    "Memorizer",
+    "Rewriter",
+    "answer_checker",
+    "check_rewrite",
+    "load_rewriter",
+    "masked_nll",
+    "memorization_batch",
+    "memorization_nll",
+    "memorization_problems",
+    "observation_texts",
+    "retrieved_documents",
+    "rewrite_candidate",
+    "rewrite_prompt",
+    "split_round_robin",
+    "tokenize_rewrite",
+]
