@@ -8,6 +8,7 @@ from pathlib import Path
 import nbformat
 import pandas as pd
 import pytest
+import yaml
 
 from searchrl.runner import run_notebook
 
@@ -76,8 +77,31 @@ def _check_eval_benchmarks(run_dir: Path) -> None:
     assert (run_dir / "figures" / "benchmarks_em.png").exists()
 
 
+def _check_ablation(run_dir: Path) -> None:
+    """An ablation notebook: every arm of its smoke profile finished and evaluated, curves drawn as an image, the
+    arm table has a row per arm and the verdict table one per claim."""
+    executed = next(run_dir.glob("*.ipynb"))
+    assert not _errors(executed)
+    params = yaml.safe_load((run_dir / "params.yaml").read_text())
+    arms, claims = list(params["arms"]), params.get("claims") or {}
+    for arm in arms:
+        assert (run_dir / "arms" / arm / "seed0" / "done.json").exists(), f"arm {arm} did not finish"
+        assert (run_dir / "arms" / arm / "seed0" / "eval" / "after_RL.json").exists()
+    assert (run_dir / "figures" / "curves.png").exists()
+    cells = [c for c in nbformat.read(str(executed), as_version=4).cells if c.cell_type == "code"]
+    curves = [c for c in cells if "ablation.curves(" in c.source]
+    assert curves and any("image/png" in o.get("data", {}) for o in curves[0].outputs)
+    table = pd.read_csv(run_dir / "eval_table.csv", index_col=0)
+    assert list(table.index) == arms and {"EM", "F1"} <= set(table.columns)
+    verdicts = pd.read_csv(run_dir / "verdicts.csv") if claims else pd.DataFrame()
+    assert len(verdicts) == len(claims)
+
+
+ABLATIONS = ("ablate_algorithm", "ablate_data", "ablate_mask", "ablate_reward", "ablate_stages", "ablate_topk",
+             "base_vs_instruct", "response_length", "sft_vs_rl")
 # What each notebook's smoke run must leave behind, beyond what every run folder holds.
-CHECKS = {"quickstart": _check_quickstart, "eval_benchmarks": _check_eval_benchmarks}
+CHECKS = {"quickstart": _check_quickstart, "eval_benchmarks": _check_eval_benchmarks,
+          **{name: _check_ablation for name in ABLATIONS}}
 
 
 def test_every_notebook_has_its_checks():

@@ -62,6 +62,7 @@ __all__ = [
     "run_notebook",
 ]
 
+KERNEL_START_TIMEOUT_S = 600  # seconds a new kernel may take to answer before the run fails
 KERNEL_NAME = "python3"
 
 
@@ -430,6 +431,8 @@ def _execute(
             stderr_file=sys.stderr if log_output else None,
             cwd=str(plan.cwd),
             execution_timeout=timeout,
+            # papermill waits 60 s for a new kernel; on a busy 2-core machine importing torch alone can take longer.
+            start_timeout=KERNEL_START_TIMEOUT_S,
             kernel_manager_class=_local_kernel_manager(),
         )
     finally:
