@@ -277,3 +277,35 @@ def test_a_tiny_real_ablation_end_to_end(tmp_path):
     verdicts = ablation.verdicts()
     assert verdicts.loc[0, "pairs"] == 2 and verdicts.loc[0, "verdict"] in ("reproduced", "opposite", "inconclusive")
     ablation.curves()
+
+
+def fake_finished_ablation(output_root, notebook: str = "ablate_reward"):
+    """A finished two-arm ablation run folder (fake work, two seeds, one claim) under output_root/notebook/."""
+    claims = {"F1 reward beats EM": {"better": "f1", "worse": "em", "metric": "f1", "source": "R1-Searcher Table 5"}}
+    ablation = Ablation(_cfg(output_root), ARMS, [0, 1], claims, work=FakeWork(),
+                        run_dir=output_root / notebook / "20261123-000000-aaaa")
+    ablation.run()
+    ablation.table()
+    ablation.verdicts()
+    ablation.curves()
+    ablation.finish()
+    return ablation.run_dir
+
+
+def test_the_report_collects_the_newest_finished_run_of_each_notebook(tmp_path):
+    from searchrl.ablation import report
+
+    run = fake_finished_ablation(tmp_path)
+    unfinished = tmp_path / "ablate_reward" / "20261124-000000-bbbb"  # newer, but not finished: not reported
+    unfinished.mkdir()
+    (unfinished / "ablation.json").write_text("{}")
+    assert report.latest_runs(tmp_path) == [run]
+    claims = report.claims_table(report.resolve_runs([], tmp_path))
+    assert list(claims["notebook"]) == ["ablate_reward"] and list(claims["verdict"]) == ["reproduced"]
+    assert claims.loc[0, "difference"] == pytest.approx(1.5 / 4)
+    text = report.write_report([run], tmp_path / "out").read_text()
+    assert "| ablate_reward | R1-Searcher Table 5 | F1 reward beats EM | f1 |" in text and "## ablate_reward" in text
+    with pytest.raises(FileNotFoundError, match="no finished ablation run"):
+        report.resolve_runs([], tmp_path / "empty")
+    with pytest.raises(FileNotFoundError, match="not ablation run folders"):
+        report.resolve_runs([str(tmp_path)], tmp_path)

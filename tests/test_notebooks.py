@@ -97,11 +97,19 @@ def _check_ablation(run_dir: Path) -> None:
     assert len(verdicts) == len(claims)
 
 
+def _check_report(run_dir: Path) -> None:
+    """The report over the fake finished ablation the test made: its claim in the table, report.md written."""
+    assert not _errors(run_dir / "report.ipynb")
+    claims = pd.read_csv(run_dir / "claims.csv")
+    assert list(claims["notebook"]) == ["ablate_reward"] and list(claims["verdict"]) == ["reproduced"]
+    assert "F1 reward beats EM" in (run_dir / "report.md").read_text()
+
+
 ABLATIONS = ("ablate_algorithm", "ablate_data", "ablate_mask", "ablate_reward", "ablate_stages", "ablate_topk",
              "base_vs_instruct", "response_length", "sft_vs_rl")
 # What each notebook's smoke run must leave behind, beyond what every run folder holds.
 CHECKS = {"quickstart": _check_quickstart, "eval_benchmarks": _check_eval_benchmarks,
-          **{name: _check_ablation for name in ABLATIONS}}
+          "report": _check_report, **{name: _check_ablation for name in ABLATIONS}}
 
 
 def test_every_notebook_has_its_checks():
@@ -111,6 +119,10 @@ def test_every_notebook_has_its_checks():
 @pytest.mark.slow
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_smoke_run_leaves_a_complete_run_folder(notebook, tmp_path):
+    if notebook.stem == "report":  # it reports finished ablations: give it one (fake work, no training)
+        from test_ablation import fake_finished_ablation
+
+        fake_finished_ablation(tmp_path)
     run_dir = run_notebook(notebook, [ROOT / "params" / notebook.stem / "smoke.yaml"], output_root=tmp_path,
                            progress_bar=False, log_output=False)
     assert run_dir.parent.parent == tmp_path

@@ -254,6 +254,9 @@ class RunConfig(RolloutConfig, MemorizationConfig, DifficultyConfig, HealthConfi
     """The papers' claims an ablation checks, by label: {label: {better: arm, worse: arm, metric: f1|em|...,
     source: 'paper, table'}}. The verdict table gives our difference better - worse with a paired bootstrap
     interval over questions and seeds."""
+    report_runs: list[str] = field(default_factory=list)
+    """Ablation run folders the report notebook collects; empty: the newest finished run of each ablation notebook
+    under output_root."""
 
     def __post_init__(self) -> None:
         # Direct construction validates too, so no RunConfig can exist with a wrong type or range.

@@ -1,0 +1,131 @@
+"""The report: finished ablation run folders collected into one table of the papers' claims (ours beside theirs),
+with each run's per-arm table and curves.
+
+A run folder is one the ablation notebooks wrote (it holds ablation.json); `latest_runs` finds the newest finished
+one of each notebook under an output root, so `report_runs: []` reports whatever has been run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from searchrl.rundir import read_json
+
+CLAIM_COLUMNS = ("notebook", "paper", "claim", "metric", "better", "worse", "difference", "verdict", "pairs",
+                 "seeds", "warning", "run")
+
+
+def is_ablation_run(folder: Path) -> bool:
+    return (folder / "ablation.json").is_file()
+
+
+def _finished(folder: Path) -> bool:
+    status = read_json(folder / "status.json") or {}
+    return status.get("status") == "completed" and (folder / "verdicts.csv").exists()
+
+
+def latest_runs(output_root: str | Path = "outputs") -> list[Path]:
+    """The newest finished ablation run of each notebook under `output_root` (run ids start with their time)."""
+    root = Path(output_root)
+    found = []
+    for notebook in sorted(p for p in root.glob("*") if p.is_dir()):
+        runs = sorted((r for r in notebook.glob("*") if r.is_dir() and is_ablation_run(r) and _finished(r)),
+                      key=lambda r: r.name)
+        if runs:
+            found.append(runs[-1])
+    return found
+
+
+def resolve_runs(runs: Sequence[str], output_root: str | Path = "outputs") -> list[Path]:
+    """`runs` as folders (each must be an ablation run), or the latest of each notebook when `runs` is empty."""
+    if not runs:
+        found = latest_runs(output_root)
+        if not found:
+            raise FileNotFoundError(f"no finished ablation run under {Path(output_root).resolve()}; run an ablation "
+                                    "notebook first, or list run folders in report_runs")
+        return found
+    folders = [Path(r).expanduser() for r in runs]
+    bad = [str(f) for f in folders if not is_ablation_run(f)]
+    if bad:
+        raise FileNotFoundError(f"not ablation run folders (no ablation.json): {', '.join(bad)}")
+    return folders
+
+
+def _notebook_of(run: Path) -> str:
+    provenance = read_json(run / "provenance.json") or {}
+    return str(provenance.get("notebook") or run.parent.name).removesuffix(".ipynb")
+
+
+def claims_table(runs: Sequence[Path]) -> pd.DataFrame:
+    """One row per claim of every run: the paper's claim and source, our difference with its interval, the verdict."""
+    frames = []
+    for run in runs:
+        path = run / "verdicts.csv"
+        if not path.exists() or path.stat().st_size == 0:
+            continue
+        try:
+            frame = pd.read_csv(path)
+        except pd.errors.EmptyDataError:
+            continue
+        frame.insert(0, "notebook", _notebook_of(run))
+        frame["run"] = run.name
+        frames.append(frame)
+    if not frames:
+        return pd.DataFrame(columns=list(CLAIM_COLUMNS))
+    table = pd.concat(frames, ignore_index=True)
+    interval = [c for c in table.columns if c.endswith(("% low", "% high"))]
+    keep = [c for c in CLAIM_COLUMNS if c in table.columns]
+    return table[keep[:7] + interval + keep[7:]]
+
+
+def arm_tables(runs: Sequence[Path]) -> dict[str, pd.DataFrame]:
+    """Each run's per-arm evaluation table, by notebook name."""
+    out = {}
+    for run in runs:
+        path = run / "eval_table.csv"
+        if path.exists():
+            out[f"{_notebook_of(run)} ({run.name})"] = pd.read_csv(path, index_col=0)
+    return out
+
+
+def curve_figures(runs: Sequence[Path]) -> dict[str, Path]:
+    """Each run's curves figure (figures/curves.png), by notebook name."""
+    return {f"{_notebook_of(r)} ({r.name})": r / "figures" / "curves.png" for r in runs
+            if (r / "figures" / "curves.png").exists()}
+
+
+def markdown_table(frame: pd.DataFrame, index: bool = True) -> str:
+    """A GitHub markdown table (numbers to 3 decimals), without pandas' optional tabulate dependency."""
+    frame = frame.reset_index() if index else frame
+
+    def cell(value) -> str:
+        if isinstance(value, float):
+            return "" if pd.isna(value) else f"{value:.3f}"
+        return str(value).replace("|", "\\|").replace("\n", " ")
+
+    rows = [[str(c) for c in frame.columns]] + [[cell(v) for v in row] for row in frame.itertuples(index=False)]
+    lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows[1:]])
+
+
+def write_report(runs: Sequence[Path], folder: str | Path) -> Path:
+    """report.md (the claims table, then each run's arm table) and claims.csv in `folder`."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    claims = claims_table(runs)
+    claims.to_csv(folder / "claims.csv", index=False)
+    lines = ["# Ablation report", "", "## The papers' claims, ours beside theirs", "",
+             markdown_table(claims, index=False) if len(claims) else "(no claims in these runs)", ""]
+    for name, table in arm_tables(runs).items():
+        lines += [f"## {name}", "", markdown_table(table), ""]
+    (folder / "report.md").write_text("\n".join(lines), encoding="utf-8")
+    (folder / "runs.json").write_text(json.dumps([str(r) for r in runs], indent=2) + "\n", encoding="utf-8")
+    return folder / "report.md"
+
+
+__all__ = ["arm_tables", "claims_table", "curve_figures", "latest_runs", "markdown_table", "resolve_runs",
+           "write_report"]
