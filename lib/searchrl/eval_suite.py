@@ -133,8 +133,10 @@ class EvalSuite:
 
         if bench.corpus is None:
             return None
+        from searchrl.retrieval.service import service_options
+
         options = {"cache_dir": self.cfg.index_cache_dir} if self.cfg.retriever == "dense" and \
-            self.cfg.index_cache_dir else {}
+            self.cfg.index_cache_dir else service_options(self.cfg)
         return make_retriever(self.cfg.retriever, bench.corpus, **options)
 
     # ---- running ----------------------------------------------------------------------------------------------

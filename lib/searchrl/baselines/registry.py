@@ -5,7 +5,8 @@
     stage_table({**results, "after RL": trained})      # baselines and trained policies in one table
 
 A name may carry an argument after ":": the protocol of `prompted_search`, the checkpoint of `sft` and
-`rl_no_search`. Other options are keyword arguments of the baseline (`evaluate_baseline("ircot", ..., max_steps=3)`).
+`rl_no_search`, the checkpoint and answering model of `evidence_tool` ("evidence_tool:<checkpoint>@<answerer>").
+Other options are keyword arguments of the baseline (`evaluate_baseline("ircot", ..., max_steps=3)`).
 A user's own baseline is a function `(run: BaselineRun, **options) -> EvalResult`, registered with
 `BASELINES.register(name, function)` or named by import path ("my_package.baselines:mine").
 """
@@ -19,10 +20,12 @@ from typing import Any
 from searchrl.baselines.harness import BaselineRun
 from searchrl.baselines.ircot import ircot
 from searchrl.baselines.prompted import prompted_search
+from searchrl.baselines.rstool import evidence_tool_baseline
 from searchrl.baselines.single_pass import cot, naive, rag
 from searchrl.baselines.trained import rl_no_search, sft
 from searchrl.data.schema import check_rows
 from searchrl.evaluate import EvalResult
+from searchrl.evidence_tool import tool_argument_problem
 from searchrl.protocols import PROTOCOLS
 from searchrl.registry import Registry
 from searchrl.rollout import RolloutConfig, TurnGenerator
@@ -31,7 +34,7 @@ from searchrl.rollout import RolloutConfig, TurnGenerator
 _ALIASES = {
     "direct": "naive", "direct_inference": "naive", "naive_generation": "naive", "directly_gen": "naive",
     "llm_w/o_search": "naive", "standard_rag": "rag", "vanilla_rag": "rag", "r1": "rl_no_search",
-    "prompted": "prompted_search",
+    "prompted": "prompted_search", "rstool": "evidence_tool", "r_search_as_a_tool": "evidence_tool",
 }
 
 
@@ -50,9 +53,13 @@ BASELINES.register("prompted_search", prompted_search,
 BASELINES.register("sft", sft, doc="sft:<checkpoint>: the cold-start checkpoint with its search rollout (Search-R1 'SFT')")
 BASELINES.register("rl_no_search", rl_no_search,
                    doc="rl_no_search:<checkpoint>: RL trained and evaluated with max_searches 0 (Search-R1 'R1')")
+BASELINES.register("evidence_tool", evidence_tool_baseline,
+                   doc="evidence_tool:<checkpoint>[@<answerer>]: an r_search policy's evidence answered by another "
+                       "model (R-Search-as-a-Tool)")
 
 # Registered baselines whose name may carry an argument, and the keyword it stands for.
-NAME_ARGUMENTS = {"prompted_search": "protocol", "sft": "checkpoint", "rl_no_search": "checkpoint"}
+NAME_ARGUMENTS = {"prompted_search": "protocol", "sft": "checkpoint", "rl_no_search": "checkpoint",
+                  "evidence_tool": "checkpoint"}
 
 
 def split_name(name: str) -> tuple[str, str]:
@@ -79,6 +86,9 @@ def baseline_problem(name: str) -> str | None:
         key, arg = split_name(name)
         if key == "prompted_search" and arg:
             return PROTOCOLS.problem(arg)
+        if key == "evidence_tool" and arg:
+            problem = tool_argument_problem(arg)
+            return f"{name!r}: {problem}" if problem else None
     except (ValueError, TypeError) as err:  # UnknownNameError is a ValueError
         return str(err)
     except Exception as err:  # noqa: BLE001  (a user's module raised while importing: report it, do not crash)

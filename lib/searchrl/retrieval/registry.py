@@ -1,4 +1,8 @@
-"""Retrievers by name: build one from a corpus, or load any saved one from its folder."""
+"""Retrievers by name: build one from a corpus, or load any saved one from its folder.
+
+Besides the registered kinds, a name may point at a shared retrieval service, ``http://HOST:PORT`` (or
+``http:HOST:PORT``): `make_retriever` then returns an `HTTPRetriever` and the registry's name check accepts it.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +11,35 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from searchrl.registry import Registry
+from searchrl.registry import Registry, UnknownNameError
 from searchrl.retrieval.base import BaseRetriever, Doc, read_manifest
 from searchrl.retrieval.bm25 import BM25Retriever
 from searchrl.retrieval.dense import DenseRetriever
+from searchrl.retrieval.http import HTTPRetriever
+from searchrl.retrieval.service import service_url
+
+
+class RetrieverRegistry(Registry):
+    """The retriever registry, which also answers to service URLs (they name a service, not a registered kind)."""
+
+    def key(self, name: str) -> str:
+        try:
+            url = service_url(name)
+        except ValueError as error:
+            raise UnknownNameError(str(error)) from None
+        return url if url is not None else super().key(name)
+
+    def get(self, name: str):
+        key = self.key(name)
+        return HTTPRetriever if service_url(key) is not None else super().get(key)
+
+    def describe(self) -> str:
+        service = "  http://HOST:PORT  a shared retrieval service (python -m searchrl.retrieval.serve --index DIR)"
+        return super().describe() + "\n" + service
+
 
 # name (the class's `kind`, also written into saved manifests) -> retriever class, built as cls(corpus, **options).
-RETRIEVERS: Registry[type[BaseRetriever]] = Registry("retriever", normalize=lambda name: name.strip().lower())
+RETRIEVERS: Registry[type[BaseRetriever]] = RetrieverRegistry("retriever", normalize=lambda name: name.strip().lower())
 RETRIEVERS.register(BM25Retriever.kind, BM25Retriever, doc="BM25 over the corpus (bm25s)")
 RETRIEVERS.register(DenseRetriever.kind, DenseRetriever,
                     doc="dense embeddings (sentence-transformers) in a faiss index")
@@ -24,8 +50,15 @@ def retriever_class(name: str) -> type[BaseRetriever]:
     return RETRIEVERS.get(name)
 
 
-def make_retriever(name: str, corpus: Sequence[Doc], **options: Any) -> BaseRetriever:
-    """Build the retriever registered under `name` over `corpus`, passing `options` to its constructor."""
+def make_retriever(name: str, corpus: Sequence[Doc], **options: Any) -> BaseRetriever | HTTPRetriever:
+    """Build the retriever registered under `name` over `corpus`, passing `options` to its constructor.
+
+    For a service URL, the client to that service (`HTTPRetriever(url, corpus=corpus, **options)`; options
+    `rollout` and `service` take a RolloutConfig / ServiceConfig or the RunConfig).
+    """
+    url = service_url(name)
+    if url is not None:
+        return HTTPRetriever(url, corpus=corpus, **options)
     cls = retriever_class(name)
     accepted = [p for p in inspect.signature(cls.__init__).parameters.values() if p.kind is p.KEYWORD_ONLY]
     unknown = sorted(set(options) - {p.name for p in accepted})

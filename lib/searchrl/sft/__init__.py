@@ -4,13 +4,14 @@ tokenize.py   items -> input_ids / labels (labels -100 on the prompt and the ret
 rejection.py  the policy's own correct trajectories, through evaluation's rollout loop
 cold_start.py sft_train(model, tokenizer, items, SFTConfig)
 
-Written trajectories for the synthetic world live with the world: `searchrl.data.synthetic.trajectories`.
+Written trajectories for the synthetic world live with the world: `searchrl.data.synthetic.trajectories` (and, for a
+world with a knowledge split, `fact_statement_items`: the statements that teach the model its internal facts).
 """
 
-from searchrl.data.synthetic.trajectories import templated_trajectories
+from searchrl.data.synthetic.trajectories import fact_statement_items, templated_trajectories
 from searchrl.sft.cold_start import make_sft_trainer, sft_train
 from searchrl.sft.rejection import rejection_sampled_trajectories
 from searchrl.sft.tokenize import IGNORE_INDEX, tokenize_sft
 
-__all__ = ["IGNORE_INDEX", "make_sft_trainer", "rejection_sampled_trajectories", "sft_train",
+__all__ = ["IGNORE_INDEX", "fact_statement_items", "make_sft_trainer", "rejection_sampled_trajectories", "sft_train",
            "templated_trajectories", "tokenize_sft"]

@@ -10,7 +10,9 @@
 
 Every row records `type`, `hops`, `supporting_ids` (the passages that state the facts of the answer chain),
 `hop_answers` (the answer of each hop, in order), `hop_subjects` and `hop_keys` (whose fact each hop looks up: the
-cold-start templates write their queries from these) and, for the two comparison types, `choices`.
+cold-start templates write their queries from these) and, for the two comparison types, `choices`. In a world with a
+knowledge split (`knowledge.py`) rows also record `hop_knowledge` (per hop: "internal" or "external") and
+`knowledge` ("internal", "external" or "mixed").
 Questions are sampled (not enumerated) so that a world of a million passages costs no more than a small one.
 """
 
@@ -21,6 +23,7 @@ import re
 
 from searchrl.data.schema import QARow, make_row
 from searchrl.data.synthetic.entities import RELATIONS, YEAR_FACTS, Entity
+from searchrl.data.synthetic.knowledge import EXTERNAL, INTERNAL, fact_id, row_knowledge
 
 QUESTION_TYPES = ("single_hop", "bridge", "comparison", "inference", "bridge_comparison")
 
@@ -103,10 +106,16 @@ _PATIENCE = 300  # consecutive failed draws after which a type is taken to be ex
 
 
 class QuestionWriter:
-    """Samples questions of each type from a world's entities."""
+    """Samples questions of each type from a world's entities.
 
-    def __init__(self, entities: list[Entity], rng: random.Random):
+    `internal`: the facts the model is taught (`knowledge.internal_facts`); when given, every row is labelled with
+    its hops' knowledge. None (no split) writes the rows without labels. The labels never change which questions
+    are drawn.
+    """
+
+    def __init__(self, entities: list[Entity], rng: random.Random, internal: frozenset[str] | None = None):
         self.rng = rng
+        self.internal = internal
         self.by_id = {e.id: e for e in entities}
         self.by_kind: dict[str, list[Entity]] = {}
         for e in entities:
@@ -148,6 +157,9 @@ class QuestionWriter:
         supporting = list(dict.fromkeys(e.fact_docs[k] for e, k in chain))
         if qtype not in ("comparison", "bridge_comparison") and _mentions(question, answer):
             return None  # a question that spells out its own answer teaches nothing
+        if self.internal is not None:
+            hop_knowledge = [INTERNAL if fact_id(e, k) in self.internal else EXTERNAL for e, k in chain]
+            extra.update(hop_knowledge=hop_knowledge, knowledge=row_knowledge(hop_knowledge))
         return make_row(row_id, question, [answer], type=qtype, hops=len(chain), supporting_ids=supporting,
                         hop_answers=hop_answers, hop_subjects=[e.name for e, _ in chain],
                         hop_keys=[k for _, k in chain], source="synthetic", **extra)

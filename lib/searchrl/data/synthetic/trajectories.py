@@ -6,6 +6,11 @@ one-line reading of them; then the answer. The hops come from the row's metadata
 (`protocol.render`). A row is kept only when every hop's answer is in what the retriever returned, so the cold
 start never teaches the model to answer something the documents do not say.
 
+In a world with a knowledge split (`knowledge.py`), a protocol with internal-answer tags (R1-Searcher++) answers
+each hop about an internal fact from memory instead: a short thought and the fact in an internal-answer span, with
+no search; only the external hops are searched (and checked against the documents). Protocols without such tags
+search every hop, as before. `fact_statement_items` writes the plain statements that teach the internal facts.
+
     items = templated_trajectories(world.questions("train", "single_hop", limit=64), protocol, retriever,
                                    tokenizer=tokenizer)
 """
@@ -21,8 +26,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from searchrl.data.schema import Finish, Search, Think, check_rows
+from searchrl.data.synthetic.knowledge import INTERNAL, KnowledgeConfig, knowledge_config
 
 if TYPE_CHECKING:  # annotation only: the data layer imports nothing below it
+    from searchrl.data.synthetic.world import World
     from searchrl.rollout.base import RolloutConfig
 
 logger = logging.getLogger(__name__)
@@ -30,11 +37,13 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Hop:
-    """One fact to look up: the `key` fact of the entity named `subject`, whose value is `answer`."""
+    """One fact to look up: the `key` fact of the entity named `subject`, whose value is `answer`. `known`: the fact
+    is internal (the model is taught it), so a protocol with internal-answer tags recalls it instead of searching."""
 
     subject: str
     key: str
     answer: str
+    known: bool = False
 
 
 # How each fact is named in thoughts ("the director of X") and searched for. The query phrasings keep the verb of
@@ -75,6 +84,11 @@ NEXT_THOUGHTS = (
     "Now I need the {noun} of {s}.",
     "Next, I will search for the {noun} of {s}.",
 )
+RECALL_THOUGHTS = (
+    "I need the {noun} of {s}, and I already know it.",
+    "The {noun} of {s} is something I know.",
+    "I can answer the {noun} of {s} from memory.",
+)
 READINGS = (
     "The results say that the {noun} of {s} is {a}.",
     "According to the documents, the {noun} of {s} is {a}.",
@@ -83,12 +97,28 @@ READINGS = (
 
 
 def hop_plan(row: Mapping) -> list[Hop] | None:
-    """The facts a synthetic-world question needs, in reading order, or None for rows that do not record them."""
+    """The facts a synthetic-world question needs, in reading order, or None for rows that do not record them.
+    A hop is `known` when the row's `hop_knowledge` labels it internal."""
     meta = row.get("metadata") or {}
     subjects, keys, answers = (list(meta.get(name) or []) for name in ("hop_subjects", "hop_keys", "hop_answers"))
     if not subjects or not len(subjects) == len(keys) == len(answers):
         return None
-    return [Hop(str(s), str(k), str(a)) for s, k, a in zip(subjects, keys, answers)]
+    labels = list(meta.get("hop_knowledge") or [])
+    if labels and len(labels) != len(subjects):
+        raise ValueError(f"row {row.get('id')}: hop_knowledge has {len(labels)} labels for {len(subjects)} hops")
+    known = [label == INTERNAL for label in labels] or [False] * len(subjects)
+    return [Hop(str(s), str(k), str(a), bool(n)) for s, k, a, n in zip(subjects, keys, answers, known)]
+
+
+def fact_sentence(hop: Hop) -> str:
+    """The fact of one hop as a plain sentence: what an internal-answer span says, and what the cold start's fact
+    statements teach ("The birthplace of Velora Kastin is Tamsek.")."""
+    return f"The {RELATION_NOUNS[hop.key]} of {hop.subject} is {hop.answer}."
+
+
+def recalls_internally(protocol) -> bool:
+    """Whether `protocol` has internal-answer tags (R1-Searcher++), so internal hops are answered from memory."""
+    return bool(getattr(protocol, "internal_open", None) and getattr(protocol, "internal_close", None))
 
 
 def _conclusion(row: Mapping, hops: list[Hop], gold: str) -> str:
@@ -131,49 +161,64 @@ def templated_trajectories(
     """Cold-start trajectories in `protocol`'s format (a `SearchProtocol`), one per usable synthetic-world row.
 
     Each item: {"prompt": text, "segments": [(text, trainable), ...], "id", "question", "golden_answers", "qtype",
-    "hops", "queries", "doc_ids"}. Observation segments (exactly the text the rollout engine appends) are not
+    "hops", "queries", "doc_ids", "internal_hops"}. Observation segments (exactly the text the rollout engine appends) are not
     trainable. `tokenizer` and `chat` build the prompt the way evaluation and RL do (pass the policy's tokenizer:
     without it the prompt is the plain, template-free one). `rollout` (the run's RolloutConfig) gives the documents
     per search (`top_k`, default 3) and the search budget (`max_searches`, default: no limit). Rows are skipped when
-    their metadata records no hops, when they need more searches than the budget, or when any hop's answer is
-    missing from the retrieved documents.
+    their metadata records no hops, when they need more searches than the budget, or when any searched hop's answer
+    is missing from the retrieved documents. With a protocol that has internal-answer tags, the hops a row labels
+    internal (`hop_knowledge`, from a world with a knowledge split) are recalled in an internal-answer span holding
+    `fact_sentence(hop)` instead of searched; they count against no budget and need no documents.
     """
     top_k = rollout.top_k if rollout is not None else 3
     max_searches = rollout.max_searches if rollout is not None else None
     rows = check_rows(rows, "templated_trajectories")
     skipped: Counter = Counter()
     plans: list[tuple[Mapping, list[Hop], random.Random]] = []
+    recall = recalls_internally(protocol)
     for row in rows:
         hops = hop_plan(row)
         if hops is None or any(h.key not in QUERY_FORMS for h in hops):
             skipped["no hop plan (not a synthetic-world row?)"] += 1
-        elif max_searches is not None and len(hops) > max_searches:
+        elif max_searches is not None and sum(not (recall and h.known) for h in hops) > max_searches:
             skipped[f"needs more than {max_searches} searches"] += 1
         else:
             # One generator per row, seeded by the row's id: wording does not depend on which other rows are given.
             plans.append((row, hops, random.Random(f"{seed}:{row.get('id', row['question'])}")))
-    queries = [rng.choice(QUERY_FORMS[h.key]).format(s=h.subject) for _, hops, rng in plans for h in hops]
+    # Per row, the positions of the hops it searches (all of them unless the protocol recalls internal ones).
+    searched = [[i for i, h in enumerate(hops) if not (recall and h.known)] for _, hops, _ in plans]
+    queries = [rng.choice(QUERY_FORMS[hops[i].key]).format(s=hops[i].subject)
+               for (_, hops, rng), positions in zip(plans, searched) for i in positions]
     results = iter(retriever.search(queries, top_k) if queries else [])
     query_iter = iter(queries)
 
     items = []
-    for row, hops, rng in plans:
-        hop_docs = [(next(query_iter), next(results)) for _ in hops]
-        if not all(any(_mentions(d.as_text(), h.answer) for d in docs) for h, (_, docs) in zip(hops, hop_docs)):
+    for (row, hops, rng), positions in zip(plans, searched):
+        found = {i: (next(query_iter), next(results)) for i in positions}  # hop position -> (query, docs)
+        if not all(any(_mentions(d.as_text(), hops[i].answer) for d in docs) for i, (_, docs) in found.items()):
             skipped["a hop's answer is not in the retrieved documents"] += 1
             continue
         gold = str(row["golden_answers"][0])
         steps: list = []
-        previous: Hop | None = None
-        for i, (hop, (query, docs)) in enumerate(zip(hops, hop_docs)):
+        previous: Hop | None = None  # the last searched hop whose documents are not read out yet
+        for i, hop in enumerate(hops):
             noun = RELATION_NOUNS[hop.key]
-            thought = rng.choice(FIRST_THOUGHTS if i == 0 else NEXT_THOUGHTS).format(noun=noun, s=hop.subject)
+            # The thought is drawn before the reading of the previous hop: the order the wording has always used.
+            thoughts = FIRST_THOUGHTS if i == 0 else NEXT_THOUGHTS
+            thought = rng.choice(thoughts if i in found else RECALL_THOUGHTS).format(noun=noun, s=hop.subject)
             if previous is not None:
                 thought = _reading(rng, previous) + " " + thought
-            steps += [Think(thought), Search(query, list(docs))]
-            previous = hop
-        reasoning = _reading(rng, previous) + " " + _conclusion(row, hops, gold)
-        evidence = [s for s in (_evidence_sentence(docs, h) for h, (_, docs) in zip(hops, hop_docs)) if s]
+            if i in found:
+                query, docs = found[i]
+                steps += [Think(thought), Search(query, list(docs))]
+                previous = hop
+            else:
+                span = f"{protocol.internal_open}{fact_sentence(hop)}{protocol.internal_close}"
+                steps.append(Think(f"{thought} {span}"))
+                previous = None  # the span itself states the fact: nothing to read out
+        lead = _reading(rng, previous) + " " if previous is not None else ""
+        reasoning = lead + _conclusion(row, hops, gold)
+        evidence = [s for s in (_evidence_sentence(docs, hops[i]) for i, (_, docs) in found.items()) if s]
         steps.append(Finish(reasoning, gold, list(dict.fromkeys(evidence))))
         segments = protocol.render(steps)
         parsed = protocol.parse("".join(text for text, _ in segments))
@@ -188,8 +233,9 @@ def templated_trajectories(
             "hops": len(hops),
             "prompt": protocol.build_prompt(row["question"], tokenizer, chat=chat),
             "segments": segments,
-            "queries": [q for q, _ in hop_docs],
-            "doc_ids": [[d.id for d in docs] for _, docs in hop_docs],
+            "queries": [query for query, _ in found.values()],
+            "doc_ids": [[d.id for d in docs] for _, docs in found.values()],
+            "internal_hops": len(hops) - len(found),
         })
     if skipped:
         logger.info("templated_trajectories: kept %d of %d rows; skipped %s", len(items), len(rows), dict(skipped))
@@ -200,8 +246,48 @@ def templated_trajectories(
     return items
 
 
+def fact_statement_items(world: World, knowledge: KnowledgeConfig | None = None, protocol=None
+                         ) -> list[dict[str, Any]]:
+    """Cold-start items that teach the internal facts of `world`: each internal fact's `fact_sentence`, stated
+    `knowledge.sft_fact_repeats` times (a `KnowledgeConfig`, or a RunConfig, which inherits it). With a `protocol`
+    that has internal-answer tags, each sentence is written inside them, exactly as a recall in a trajectory is:
+    the model then learns the fact right after the tag that calls it up.
+
+    Each item has an empty prompt and one trainable segment (the sentence), so `tokenize_sft` takes it like a
+    templated trajectory: a plain statement is a few dozen tokens where a trajectory with its prompt is hundreds,
+    which makes stating every fact several times affordable. The sentence is the very one an internal-answer span
+    of the templated trajectories writes, so what is memorised is what recall produces. Items come round by round
+    (every fact once, then every fact again, ...), so cutting the list keeps every fact in. Empty when the world
+    has no split or the repeats are 0.
+    """
+    repeats = knowledge_config(knowledge).sft_fact_repeats
+    wrap = ((protocol.internal_open, protocol.internal_close) if protocol is not None and recalls_internally(protocol)
+            else ("", ""))
+    by_id = {e.id: e for e in world.entities}
+    facts = sorted(world.internal_facts(), key=_fact_order(world))
+    sentences = []
+    for fact in facts:
+        entity_id, key = fact.rsplit(".", 1)
+        entity = by_id[entity_id]
+        value = entity.facts[key]
+        answer = by_id[value].name if entity.target(key) else value
+        sentences.append((fact, fact_sentence(Hop(entity.name, key, answer, True)), answer))
+    return [
+        {"id": f"fact-{fact}-{r}", "question": "", "golden_answers": [answer], "qtype": "fact", "hops": 0,
+         "prompt": "", "segments": [(f"{wrap[0]}{sentence}{wrap[1]}", True)], "queries": [], "doc_ids": [], "internal_hops": 1}
+        for r in range(repeats) for fact, sentence, answer in sentences
+    ]
+
+
+def _fact_order(world: World):
+    """Sort key putting facts in the world's entity order (stable, unlike the frozenset they come in)."""
+    position = {e.id: i for i, e in enumerate(world.entities)}
+    return lambda fact: (position[fact.rsplit(".", 1)[0]], fact)
+
+
 def _reading(rng: random.Random, hop: Hop) -> str:
     return rng.choice(READINGS).format(noun=RELATION_NOUNS[hop.key], s=hop.subject, a=hop.answer)
 
 
-__all__ = ["QUERY_FORMS", "RELATION_NOUNS", "Hop", "hop_plan", "templated_trajectories"]
+__all__ = ["QUERY_FORMS", "RELATION_NOUNS", "Hop", "fact_sentence", "fact_statement_items", "hop_plan",
+           "recalls_internally", "templated_trajectories"]

@@ -15,6 +15,7 @@ import numpy as np
 
 from searchrl.data.schema import Doc, QARow
 from searchrl.data.synthetic.entities import Entity, build_entities
+from searchrl.data.synthetic.knowledge import KnowledgeConfig, internal_facts, knowledge_config
 from searchrl.data.synthetic.passages import template_vocabulary, write_corpus
 from searchrl.data.synthetic.questions import QUESTION_TYPES, QuestionWriter
 
@@ -50,6 +51,12 @@ class World:
         rows = [r for r in self.splits[split] if wanted is None or r["metadata"]["type"] in wanted]
         return rows if limit is None else rows[:limit]
 
+    def internal_facts(self) -> frozenset[str]:
+        """The facts of this world's knowledge split the model is taught ("<entity id>.<key>"; see `knowledge.py`).
+        Empty for a world built without a split."""
+        return internal_facts(self.entities, float(self.config.get("knowledge_internal_frac", 0.0)),
+                              int(self.config.get("seed", 0)))
+
     def doc(self, doc_id: str) -> Doc:
         """The passage with id `doc_id` (KeyError naming it when there is none)."""
         index = self.__dict__.get("_doc_index")
@@ -60,7 +67,8 @@ class World:
         return index[doc_id]
 
     def stats(self) -> dict[str, Any]:
-        """Sizes: passages, mean words per passage, entities per kind, questions per split, type and hop count."""
+        """Sizes: passages, mean words per passage, entities per kind, questions per split, type and hop count (and
+        knowledge label, in a world with a knowledge split)."""
         words = sum(len(d.text.split()) for d in self.corpus)
         return {
             "passages": len(self.corpus),
@@ -74,6 +82,9 @@ class World:
                 split: dict(sorted(Counter(r["metadata"]["hops"] for r in rows).items()))
                 for split, rows in self.splits.items()
             },
+            **({"questions_by_knowledge": {
+                split: dict(Counter(r["metadata"]["knowledge"] for r in rows)) for split, rows in self.splits.items()
+            }} if self.config.get("knowledge_internal_frac") else {}),
         }
 
     # -- persistence ----------------------------------------------------------------------------------------
@@ -125,6 +136,7 @@ def make_world(
     types: tuple[str, ...] | list[str] = QUESTION_TYPES,
     words_per_passage: int = 100,
     progress: bool | None = None,
+    knowledge: KnowledgeConfig | None = None,
 ) -> World:
     """Build a fictional world: `n_entities` entities, `passages_per_entity` passages each, and questions.
 
@@ -132,6 +144,10 @@ def make_world(
     `split_fractions` (default 0.75/0.125/0.125). The same arguments always give the identical world.
     Sizes: the default (300 entities, ~900 passages, 300/50/50 questions per type) builds in well under a
     second; n_entities=33_000 gives ~100k passages, 333_000 about a million (minutes).
+
+    `knowledge` (a `KnowledgeConfig`, or a RunConfig, which inherits it) splits the facts into internal and external
+    ones (`knowledge.py`) and labels every question; it changes nothing else, and its default (fraction 0) builds
+    the world exactly as before, without labels.
     """
     fractions = dict(DEFAULT_FRACTIONS if split_fractions is None else split_fractions)
     _check_arguments(n_entities, passages_per_entity, n_questions_per_type, fractions, types, words_per_passage)
@@ -142,7 +158,9 @@ def make_world(
     text_rng = random.Random(seed)
     entities = build_entities(np_rng, n_entities, forbidden_words=template_vocabulary())
     corpus = write_corpus(text_rng, entities, passages_per_entity, words_per_passage, progress=progress)
-    writer = QuestionWriter(entities, random.Random(seed + 1))
+    frac = knowledge_config(knowledge).knowledge_internal_frac
+    internal = internal_facts(entities, frac, seed) if frac > 0 else None
+    writer = QuestionWriter(entities, random.Random(seed + 1), internal)
     splits: dict[str, list[QARow]] = {split: [] for split in fractions}
     for qtype in types:
         rows = writer.write(qtype, n_questions_per_type)
@@ -157,6 +175,8 @@ def make_world(
         "types": list(types),
         "words_per_passage": words_per_passage,
     }
+    if frac > 0:  # recorded only when set, so a world without a split keeps its config (and fingerprint) as before
+        config["knowledge_internal_frac"] = frac
     return World(corpus, splits, entities, config)
 
 

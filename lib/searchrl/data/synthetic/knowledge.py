@@ -1,0 +1,104 @@
+"""The knowledge split: which facts of the synthetic world the model is taught to know, and which it must search.
+
+R1-Searcher++'s claim is that a model should answer what it already knows from memory (an internal-answer span)
+and search only for what it does not, spending fewer retrievals at equal or better accuracy. The synthetic world's
+names are invented, so the model knows none of its facts to begin with; the split decides which ones the cold start
+teaches it (`internal`) and which stay findable only by searching (`external`).
+
+Design:
+- The unit is one fact: the `key` fact of one entity, written "<entity id>.<key>" (see `fact_id`).
+- Exactly `round(knowledge_internal_frac * number of facts)` facts are internal, drawn by a generator seeded from
+  the world's seed alone, so the same world and fraction always give the same split.
+- Every fact, internal or not, stays in the corpus, as in R1-Searcher++ (its internal facts are ones the model
+  happens to know, not ones missing from the search engine). So searching for an internal fact still works, and
+  a world built with any fraction has the same corpus and questions as one built with none: only the labels differ.
+- Each question row of a split world records `hop_knowledge` (per hop: "internal" or "external") and `knowledge`:
+  "internal" or "external" when all its hops agree, "mixed" otherwise.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+from searchrl.data.synthetic.entities import Entity
+
+INTERNAL, EXTERNAL, MIXED = "internal", "external", "mixed"
+KNOWLEDGE_LABELS = (INTERNAL, EXTERNAL, MIXED)
+
+
+@dataclass(frozen=True)
+class KnowledgeConfig:
+    """Which synthetic-world facts the cold start teaches the model, and how often it states each one."""
+
+    # == knowledge ==
+    knowledge_internal_frac: float = 0.0
+    """Share of the synthetic world's facts taught to the model in the cold start (internal: answered from memory
+    in an internal-answer span); the rest must be searched. 0: no split, rows carry no knowledge labels."""
+    sft_fact_repeats: int = 0
+    """How many times the cold start states each internal fact as a plain sentence ("The birthplace of X is Y."),
+    so that the model memorises it (0: no fact statements; internal facts are then taught only where the templated
+    trajectories happen to recall them)."""
+
+    def __post_init__(self) -> None:
+        problems = [message for _, message in knowledge_problems({f.name: getattr(self, f.name) for f in fields(self)})]
+        if problems:
+            raise ValueError("invalid KnowledgeConfig: " + "; ".join(problems))
+
+
+def knowledge_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(field, message) for every out-of-range knowledge setting in `values` (missing fields are not checked)."""
+    problems = []
+    frac = values.get("knowledge_internal_frac", 0.0)
+    if isinstance(frac, (int, float)) and not 0.0 <= frac <= 1.0:
+        problems.append(("knowledge_internal_frac", f"knowledge_internal_frac must be in [0, 1], got {frac!r}"))
+    repeats = values.get("sft_fact_repeats", 0)
+    if isinstance(repeats, (int, float)) and repeats < 0:
+        problems.append(("sft_fact_repeats", f"sft_fact_repeats must be >= 0, got {repeats!r}"))
+    return problems
+
+
+def fact_id(entity: Entity | str, key: str) -> str:
+    """The name of one fact: "<entity id>.<key>" (e.g. "person12.birthplace")."""
+    return f"{entity.id if isinstance(entity, Entity) else entity}.{key}"
+
+
+def all_facts(entities: Iterable[Entity]) -> list[str]:
+    """Every fact of the world, in entity order and then in the order each entity records its facts."""
+    return [fact_id(e, key) for e in entities for key in e.facts]
+
+
+def internal_facts(entities: Sequence[Entity], frac: float, seed: int) -> frozenset[str]:
+    """The facts the model is taught: exactly round(frac * number of facts) of them, the same for a given world
+    (`entities`, from seed `seed`) and fraction. Empty when `frac` is 0."""
+    if not 0.0 <= frac <= 1.0:
+        raise ValueError(f"knowledge_internal_frac must be in [0, 1], got {frac!r}")
+    facts = all_facts(entities)
+    if frac == 0.0:
+        return frozenset()
+    # Its own generator, seeded by a string (stable across processes): the world's own draws are untouched.
+    order = random.Random(f"knowledge-split:{seed}").sample(facts, len(facts))
+    return frozenset(order[: round(frac * len(facts))])
+
+
+def row_knowledge(hop_labels: Sequence[str]) -> str:
+    """A question's label from its hops' labels: the shared one, or "mixed"."""
+    labels = set(hop_labels)
+    if not labels or not labels <= {INTERNAL, EXTERNAL}:
+        raise ValueError(f"hop labels must be {INTERNAL!r} or {EXTERNAL!r}, got {list(hop_labels)}")
+    return labels.pop() if len(labels) == 1 else MIXED
+
+
+def knowledge_config(value: KnowledgeConfig | Any | None) -> KnowledgeConfig:
+    """`value` as a KnowledgeConfig: itself (or a RunConfig, which inherits the fields), or the default for None."""
+    if value is None:
+        return KnowledgeConfig()
+    if isinstance(value, KnowledgeConfig):
+        return value
+    raise TypeError(f"expected a KnowledgeConfig (or a RunConfig), got {type(value).__name__}")
+
+
+__all__ = ["EXTERNAL", "INTERNAL", "KNOWLEDGE_LABELS", "MIXED", "KnowledgeConfig", "all_facts", "fact_id",
+           "internal_facts", "knowledge_config", "knowledge_problems", "row_knowledge"]

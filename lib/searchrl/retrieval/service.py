@@ -1,0 +1,131 @@
+"""What the retrieval service and its HTTP client agree on: the settings, the service names, the wire format.
+
+One index can serve many trainers: `python -m searchrl.retrieval.serve --index DIR` answers searches over HTTP,
+and a run picks it with ``retriever: http://HOST:PORT`` (or ``http:HOST:PORT``) in place of ``bm25`` / ``dense``.
+
+Wire format (JSON):
+
+- ``POST /search`` ``{"queries": [str, ...], "top_k": int}`` ->
+  ``{"results": [[{"id", "title", "text", "score"}, ...], ...]}``: one list per query, in query order, best first;
+  ``score`` is the retriever's own score (BM25) or null where the kind does not expose one.
+- ``GET /health`` -> ``{"ok", "passages", "retriever", "uptime_s", "corpus_fingerprint", "limits"}``.
+
+This module imports neither the server's web framework nor the network, so the client and the settings check load
+anywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+from urllib.parse import urlsplit
+
+from searchrl.retrieval.base import MAX_QUERY_CHARS, Doc
+
+SEARCH_PATH = "/search"
+HEALTH_PATH = "/health"
+SERVICE_SCHEMES = ("http", "https")
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """Limits of the shared retrieval service and the cache of its HTTP client."""
+
+    # == retrieval service ==
+    service_cache_size: int = 4096
+    """Search results the HTTP retriever keeps in memory (LRU, one entry per query and top_k); 0: no cache."""
+    service_max_queries: int = 256
+    """Most queries the service answers in one request (more: 413); the client splits larger batches to fit."""
+    service_max_query_chars: int = MAX_QUERY_CHARS
+    """Longest query the service accepts (longer: 422); the client cuts queries to the retrievers' own limit."""
+    service_max_top_k: int = 100
+    """Largest top_k the service accepts in one request (larger: 422)."""
+    service_max_body_bytes: int = 4 * 1024 * 1024
+    """Largest request body the service reads (larger: 413, before any of it is parsed)."""
+    service_empty_streak: int = 256
+    """The HTTP retriever stops loudly after this many non-empty queries in a row got no passage at all (a service
+    serving an empty or the wrong index); 0: never."""
+
+    def __post_init__(self) -> None:
+        problems = [message for _, message in service_problems(self)]
+        if problems:
+            raise ValueError("invalid ServiceConfig: " + "; ".join(problems))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as a plain dict."""
+        return {f.name: getattr(self, f.name) for f in fields(ServiceConfig)}
+
+
+# Inclusive lower bounds of the settings.
+_MINIMUMS = {"service_cache_size": 0, "service_max_queries": 1, "service_max_query_chars": 1, "service_max_top_k": 1,
+             "service_max_body_bytes": 1024, "service_empty_streak": 0}
+
+
+def service_problems(values: Mapping[str, Any] | Any) -> list[tuple[str, str]]:
+    """(field, message) for every out-of-range service setting of `values` (a mapping or an object with the names)."""
+    get = values.get if isinstance(values, Mapping) else lambda name: getattr(values, name, None)
+    problems = []
+    for name, low in _MINIMUMS.items():
+        value = get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            problems.append((name, f"{name} must be an integer, got {value!r}"))
+        elif value < low:
+            problems.append((name, f"{name} must be >= {low}, got {value!r}"))
+    return problems
+
+
+def service_url(name: str) -> str | None:
+    """The base URL a retriever name points at, or None when the name is not a service (e.g. "bm25").
+
+    Accepts ``http://HOST:PORT[/prefix]``, ``https://...`` and the short ``http:HOST:PORT``. A name that starts
+    like a service but is not a usable URL raises ValueError saying what is wrong.
+    """
+    if not isinstance(name, str):
+        return None
+    text = name.strip()
+    scheme, colon, rest = text.partition(":")
+    if not colon or scheme.lower() not in SERVICE_SCHEMES:
+        return None
+    if not rest.startswith("//"):
+        rest = "//" + rest  # the short form http:HOST:PORT
+    url = f"{scheme.lower()}:{rest}".rstrip("/")
+    parts = urlsplit(url)
+    if not parts.hostname:
+        raise ValueError(f"retriever {name!r} names a service without a host; write e.g. http://127.0.0.1:8000")
+    try:
+        parts.port  # noqa: B018  (raises ValueError for a port that is not a number in range)
+    except ValueError:
+        raise ValueError(f"retriever {name!r}: the port is not a number between 0 and 65535") from None
+    if parts.query or parts.fragment:
+        raise ValueError(f"retriever {name!r}: a service URL takes no ?query or #fragment")
+    return url
+
+
+def corpus_fingerprint(corpus: Sequence[Doc]) -> str:
+    """A short digest of the passages (ids, titles, texts, in order): equal digests mean the same corpus."""
+    digest = hashlib.sha256()
+    for doc in corpus:
+        for part in (doc.id, doc.title, doc.text):
+            digest.update(part.encode("utf-8"))
+            digest.update(b"\x1f")  # a separator, so that ("ab", "c") and ("a", "bc") differ
+        digest.update(b"\x1e")
+    return digest.hexdigest()[:16]
+
+
+def doc_to_json(doc: Doc, score: float | None) -> dict[str, Any]:
+    """One passage as the service sends it."""
+    return {"id": doc.id, "title": doc.title, "text": doc.text, "score": score}
+
+
+__all__ = ["HEALTH_PATH", "SEARCH_PATH", "ServiceConfig", "corpus_fingerprint", "doc_to_json", "service_options",
+           "service_problems", "service_url"]
+
+
+def service_options(cfg: Any) -> dict[str, Any]:
+    """Keyword options for `make_retriever` from a run's settings: a service retriever (`http://host:port`) takes the
+    run's timeouts and retries (`rollout`) and its client settings (`service`); an in-process retriever takes none."""
+    return {"rollout": cfg, "service": cfg} if service_url(cfg.retriever) else {}
