@@ -309,3 +309,21 @@ def test_the_report_collects_the_newest_finished_run_of_each_notebook(tmp_path):
         report.resolve_runs([], tmp_path / "empty")
     with pytest.raises(FileNotFoundError, match="not ablation run folders"):
         report.resolve_runs([str(tmp_path)], tmp_path)
+
+
+def test_split_table_gives_searches_and_accuracy_per_knowledge_split():
+    from searchrl.ablation.tables import split_table
+
+    records = pd.DataFrame({
+        "arm": ["full"] * 4 + ["plain"] * 4, "seed": [0] * 8, "id": ["a", "b", "c", "d"] * 2,
+        "knowledge": ["internal", "internal", "external", "external"] * 2,
+        "em": [1.0, 0.0, 1.0, 1.0, 1.0, 1.0, 0.0, 1.0], "f1": [1.0, 0.5, 1.0, 1.0, 1.0, 1.0, 0.0, 1.0],
+        "searches": [0, 1, 1, 2, 1, 1, 1, 1],
+    })
+    table = split_table(records, "knowledge", arms=["full", "plain"]).set_index(["arm", "knowledge"])
+    assert table.loc[("full", "internal"), "searches/question"] == pytest.approx(0.5)
+    assert table.loc[("full", "internal"), "no search"] == pytest.approx(0.5)
+    assert table.loc[("full", "internal"), "F1"] == pytest.approx(0.75)
+    assert table.loc[("plain", "internal"), "no search"] == 0.0
+    assert table.loc[("plain", "external"), "EM"] == pytest.approx(0.5) and table.loc[("full", "external"), "questions"] == 2
+    assert split_table(records.drop(columns="knowledge"), "knowledge").empty

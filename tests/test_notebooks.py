@@ -105,7 +105,7 @@ def _check_report(run_dir: Path) -> None:
     assert "F1 reward beats EM" in (run_dir / "report.md").read_text()
 
 
-ABLATIONS = ("ablate_algorithm", "ablate_data", "ablate_mask", "ablate_reward", "ablate_stages", "ablate_topk",
+ABLATIONS = ("ablate_algorithm", "ablate_data", "ablate_evidence", "ablate_knowledge", "ablate_mask", "ablate_reward", "ablate_stages", "ablate_topk",
              "base_vs_instruct", "response_length", "sft_vs_rl")
 # What each notebook's smoke run must leave behind, beyond what every run folder holds.
 CHECKS = {"quickstart": _check_quickstart, "eval_benchmarks": _check_eval_benchmarks,

@@ -27,6 +27,7 @@ import os
 import re
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -62,7 +63,7 @@ __all__ = [
     "run_notebook",
 ]
 
-KERNEL_START_TIMEOUT_S = 600  # seconds a new kernel may take to answer before the run fails
+KERNEL_START_TIMEOUT_S = 180  # seconds a new kernel may take to answer before the run fails
 KERNEL_NAME = "python3"
 
 
@@ -456,6 +457,12 @@ def _local_kernel_manager():
 
     class LocalKernelManager(KernelManager):
         transport = CaselessStrEnum(["tcp", "ipc"], default_value="ipc", config=True)
+
+        def _ip_default(self) -> str:
+            # jupyter_client names IPC sockets "kernel-ipc-<n>" in the working directory unless a connection file is
+            # already set: two kernels started at once from one folder (parallel runs, test workers) then race for
+            # the same socket files and one never answers. A private folder per kernel cannot collide.
+            return os.path.join(tempfile.mkdtemp(prefix="searchrl-kernel-"), "kernel-ipc")
 
     return LocalKernelManager
 

@@ -23,7 +23,7 @@ import pandas as pd
 from searchrl.ablation import layout
 from searchrl.ablation.arms import Arm, arm_config, cold_start_key, cold_start_settings, parse_arms, parse_seeds
 from searchrl.ablation.curves import CURVE_METRICS, band_curves, read_histories
-from searchrl.ablation.tables import arm_table, read_records
+from searchrl.ablation.tables import arm_table, read_records, split_table
 from searchrl.ablation.verdict import Claim, parse_claims, verdict_table
 from searchrl.ablation.work import ArmWork, ExperimentWork
 from searchrl.config import ConfigError, RunConfig
@@ -168,6 +168,15 @@ class Ablation:
         table = arm_table(read_records(self.run_dir, [a.name for a in self.arms]), arms=[a.name for a in self.arms])
         table.to_csv(self.run_dir / "eval_table.csv")
         write_json(self.run_dir / "eval_table.json", table.reset_index().to_dict("records"))
+        return table
+
+    def table_by(self, column: str = "knowledge") -> pd.DataFrame:
+        """Per arm and per value of a per-question column (default `knowledge`, the synthetic world's internal /
+        external / mixed split): questions, EM, F1, searches per question, share answered without searching; saved
+        as eval_table_by_<column>.csv. Empty when no record carries the column."""
+        table = split_table(read_records(self.run_dir, [a.name for a in self.arms]), column,
+                            arms=[a.name for a in self.arms])
+        table.to_csv(self.run_dir / f"eval_table_by_{column}.csv", index=False)
         return table
 
     def verdicts(self) -> pd.DataFrame:

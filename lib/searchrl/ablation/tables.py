@@ -68,4 +68,26 @@ def arm_table(records: pd.DataFrame, arms: Sequence[str] | None = None, *, confi
     return pd.DataFrame(rows).set_index("arm")
 
 
-__all__ = ["TABLE_METRICS", "arm_table", "read_records"]
+__all__ = ["TABLE_METRICS", "arm_table", "read_records", "split_table"]
+
+
+def split_table(records: pd.DataFrame, column: str, arms: Sequence[str] | None = None) -> pd.DataFrame:
+    """Per arm and per value of a record column (e.g. `knowledge`: internal / external / mixed): questions, EM, F1,
+    searches per question and the share answered without any search, pooled over seeds. R1-Searcher++'s claim reads
+    here: fewer searches on internal facts at equal accuracy."""
+    if column not in records.columns or records[column].isna().all():
+        return pd.DataFrame(columns=["arm", column, "questions", "EM", "F1", "searches/question", "no search"])
+    rows = records.dropna(subset=[column])
+    grouped = rows.groupby(["arm", column], sort=False)
+    table = pd.DataFrame({
+        "questions": grouped.size(),
+        "EM": grouped["em"].mean(),
+        "F1": grouped["f1"].mean(),
+        "searches/question": grouped["searches"].mean(),
+        "no search": grouped["searches"].apply(lambda s: float((s == 0).mean())),
+    }).reset_index()
+    if arms is not None:
+        table["arm"] = pd.Categorical(table["arm"], categories=list(arms), ordered=True)
+        table = table.sort_values(["arm", column]).reset_index(drop=True)
+        table["arm"] = table["arm"].astype(str)
+    return table
