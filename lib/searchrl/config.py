@@ -513,34 +513,25 @@ def _semantic_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 def _ablation_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Each arm's overrides must make a valid config on their own (typos fail naming the arm); claims must name
-    arms that exist."""
+    arms that exist. The checks are the ablation package's own (searchrl.ablation), imported only when needed."""
+    if not values["arms"] and not values["claims"]:
+        return []
+    from searchrl.ablation.arms import ablation_base, arm_problems
+    from searchrl.ablation.verdict import parse_claims
+
     problems = []
-    base = {k: v for k, v in values.items() if k not in ("arms", "claims")}
+    base = ablation_base(values)
     for arm, overrides in values["arms"].items():
         if not isinstance(overrides, Mapping):
             problems.append(("arms", f"arms: arm {arm!r} must map parameter names to values, got {_show(overrides)}"))
             continue
-        nested = [k for k in overrides if k in ("arms", "claims", "seeds")]
-        if nested:
-            problems.append(("arms", f"arms: arm {arm!r} may not set {', '.join(nested)}"))
-            continue
+        problems += [("arms", f"arms: {problem}") for problem in arm_problems(base, str(arm), overrides)]
+    if values["claims"]:
         try:
-            RunConfig.merge(("arm", base), (f"arm {arm!r}", overrides))
+            parse_claims(values["claims"], list(values["arms"]))
         except ConfigError as error:
-            detail = str(error).split("\n(")[0].replace("invalid parameters:\n  ", "").replace("\n  ", "; ")
-            problems.append(("arms", f"arms: {detail}"))
-    keys = {"better", "worse", "metric", "source"}
-    for label, claim in values["claims"].items():
-        if not isinstance(claim, Mapping) or not {"better", "worse"} <= set(claim) or set(claim) - keys:
-            message = (f"claims: {label!r} must be a mapping with better, worse and optionally metric and source; "
-                       f"got {_show(claim)}")
-            problems.append(("claims", message))
-            continue
-        for side in ("better", "worse"):
-            if values["arms"] and claim[side] not in values["arms"]:
-                message = (f"claims: {label!r} names arm {claim[side]!r}, which is not among the arms "
-                           f"({', '.join(values['arms'])})")
-                problems.append(("claims", message))
+            lines = [line.strip() for line in str(error).splitlines()]
+            problems += [("claims", f"claims: {line}") for line in (lines[1:] if len(lines) > 1 else lines)]
     return problems
 
 

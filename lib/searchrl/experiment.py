@@ -243,8 +243,9 @@ class Experiment:
         cfg = self.cfg
         if not (cfg.difficulty_rollouts and cfg.data_recipe):
             return getattr(self, "labelled_rows", None) or self.train_rows
-        rows = mix_by_recipe(self.labelled_rows, recipe_for_stage(cfg.data_recipe, stage.name), seed=cfg.seed)
-        print(f"{stage.name}: {len(rows)} training questions by recipe {recipe_for_stage(cfg.data_recipe, stage.name)}")
+        recipe = recipe_for_stage(cfg.data_recipe, stage.name)
+        rows = mix_by_recipe(self.labelled_rows, recipe, seed=cfg.seed)
+        print(f"{stage.name}: {len(rows)} training questions by recipe {recipe}")
         return rows
 
     def train_stage(self, model, stage):

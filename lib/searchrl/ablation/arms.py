@@ -69,13 +69,18 @@ def parse_arms(cfg: RunConfig, arms: Mapping[str, Mapping[str, Any]] | Iterable[
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise ConfigError(f"arm names must be unique; repeated: {', '.join(duplicates)}")
-    problems = [problem for arm in parsed for problem in _arm_problems(cfg, arm)]
+    base = _base_values(cfg)
+    problems = [problem for arm in parsed for problem in arm_problems(base, arm.name, arm.overrides)]
     if problems:
         raise ConfigError("invalid ablation arms:\n  " + "\n  ".join(problems))
     return parsed
 
 
-def _arm_problems(cfg: RunConfig, arm: Arm) -> list[str]:
+def arm_problems(base: Mapping[str, Any], name: str, overrides: Mapping[str, Any]) -> list[str]:
+    """What is wrong with arm `name` (its folder name, a setting no arm may change, or its overrides on top of `base`,
+    an ablation's values without its own lists: `ablation_base`), one message a problem, each naming the arm.
+    RunConfig's own validation calls this too, so a params file with a bad arm fails before anything runs."""
+    arm = Arm(name, dict(overrides))
     if not _ARM_NAME.match(arm.name):
         return [(f"arm {arm.name!r}: a name is a folder name: letters, digits, '.', '_' or '-', starting with a "
                  "letter or digit")]
@@ -83,7 +88,7 @@ def _arm_problems(cfg: RunConfig, arm: Arm) -> list[str]:
     if forbidden:
         return [f"arm {arm.name!r} may not set {', '.join(forbidden)} (the ablation runs every arm with every seed)"]
     try:
-        RunConfig.merge(("ablation config", _base_values(cfg)), (f"arm {arm.name!r}", arm.overrides))
+        RunConfig.merge(("ablation config", base), (f"arm {arm.name!r}", arm.overrides))
     except ConfigError as error:
         # merge's message lists one problem a line under a header, then a hint line "(list them with ...)"
         lines = [line.strip() for line in str(error).splitlines()[1:] if line.startswith("  ")]
@@ -91,9 +96,13 @@ def _arm_problems(cfg: RunConfig, arm: Arm) -> list[str]:
     return []
 
 
+def ablation_base(values: Mapping[str, Any]) -> dict[str, Any]:
+    """An ablation's parameter values without its own lists (an arm's config describes one run, not the ablation)."""
+    return {**values, "arms": {}, "seeds": [], "claims": {}}
+
+
 def _base_values(cfg: RunConfig) -> dict[str, Any]:
-    """`cfg`'s values without the ablation's own lists (an arm's config describes one run, not the ablation)."""
-    return {**cfg.to_dict(), "arms": {}, "seeds": [], "claims": {}}
+    return ablation_base(cfg.to_dict())
 
 
 def arm_config(cfg: RunConfig, arm: Arm, seed: int) -> RunConfig:
@@ -163,5 +172,5 @@ def require_models(cfg: RunConfig) -> None:
             "and point the arm's model at the folder, or run the gpu profile on a machine that reaches the hub.")
 
 
-__all__ = ["Arm", "arm_config", "cold_start_key", "cold_start_settings", "model_on_this_machine", "parse_arms",
+__all__ = ["Arm", "ablation_base", "arm_config", "arm_problems", "cold_start_key", "cold_start_settings", "model_on_this_machine", "parse_arms",
            "parse_seeds", "require_models"]

@@ -22,6 +22,7 @@ from searchrl.stats import bootstrap_mean
 # Per-question record columns a claim can be about (searchrl.evaluate.score_trajectory).
 CLAIM_METRICS = ("em", "f1", "cem", "searches", "model_tokens", "total_tokens", "format_ok", "answered",
                  "support_recall")
+CLAIM_KEYS = {"better", "worse", "metric", "source"}  # what a claim in the `claims` parameter may say
 MIN_QUESTIONS = 100  # fewer held-out questions per seed than this: a paper-sized gap may not be resolvable
 REPRODUCED, OPPOSITE, INCONCLUSIVE, NOT_RUN = "reproduced", "opposite", "inconclusive", "not run"
 
@@ -47,7 +48,7 @@ def parse_claims(claims: Mapping[str, Mapping[str, Any]] | Iterable[Claim], arms
     if isinstance(claims, Mapping):
         parsed = []
         for label, spec in claims.items():
-            if not isinstance(spec, Mapping) or not {"better", "worse"} <= set(spec):
+            if not isinstance(spec, Mapping) or not {"better", "worse"} <= set(spec) or set(spec) - CLAIM_KEYS:
                 raise ConfigError(f"claim {label!r} must be a mapping with better, worse and optionally metric and "
                                   f"source; got {spec!r}")
             parsed.append(Claim(text=str(label), better=str(spec["better"]), worse=str(spec["worse"]),
