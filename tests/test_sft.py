@@ -98,6 +98,25 @@ def test_rows_whose_answer_is_not_retrieved_are_skipped(world, bm25):
     assert all(item["id"] != "x" for item in partial)
 
 
+def test_documents_that_only_name_the_answer_do_not_ground_a_row():
+    # World seed 0, 60 entities: "which country is Kabrurn in" searched as "Kabrurn country located in" returns other
+    # cities of the same country ("Vreharn is located in Sikeleirnova"), which name the answer without stating it.
+    # Such a row used to be kept, and under R-Search it had no evidence sentence, so it raised "invalid trajectory".
+    world = make_world(seed=0, n_entities=60, words_per_passage=40)
+    bm25 = BM25Retriever(world.corpus, show_progress=False)
+    rows = world.questions("train")
+    r_search = get_protocol("r_search")
+    items = templated_trajectories(rows, r_search, bm25, rollout=RolloutConfig(top_k=3, max_searches=4))
+    assert len(items) >= 0.5 * len(rows)
+    row = next(r for r in rows if r["id"] == "single_hop-00051")
+    assert row["metadata"]["hop_subjects"] == ["Kabrurn"]  # the case this test was written for
+    for protocol in (r_search, SEARCH_R1):
+        with pytest.raises(ValueError, match="kept none"):
+            templated_trajectories([row], protocol, bm25, rollout=RolloutConfig(top_k=3))
+    for item in items:  # every searched hop's fact is quoted in the evidence box
+        assert r_search.parse(_text(item)).evidence
+
+
 def test_labels_mask_prompt_and_observations_and_train_eos(world, bm25, tokenizer):
     items = templated_trajectories(world.questions("train", "bridge")[:3], SEARCH_R1, bm25, tokenizer=tokenizer,
                                    rollout=RolloutConfig(top_k=1, max_searches=4))

@@ -165,10 +165,11 @@ def templated_trajectories(
     trainable. `tokenizer` and `chat` build the prompt the way evaluation and RL do (pass the policy's tokenizer:
     without it the prompt is the plain, template-free one). `rollout` (the run's RolloutConfig) gives the documents
     per search (`top_k`, default 3) and the search budget (`max_searches`, default: no limit). Rows are skipped when
-    their metadata records no hops, when they need more searches than the budget, or when any searched hop's answer
-    is missing from the retrieved documents. With a protocol that has internal-answer tags, the hops a row labels
-    internal (`hop_knowledge`, from a world with a knowledge split) are recalled in an internal-answer span holding
-    `fact_sentence(hop)` instead of searched; they count against no budget and need no documents.
+    their metadata records no hops, when they need more searches than the budget, or when no retrieved sentence
+    states a searched hop's fact (names both its subject and its answer). With a protocol that has internal-answer
+    tags, the hops a row labels internal (`hop_knowledge`, from a world with a knowledge split) are recalled in an
+    internal-answer span holding `fact_sentence(hop)` instead of searched; they count against no budget and need no
+    documents.
     """
     top_k = rollout.top_k if rollout is not None else 3
     max_searches = rollout.max_searches if rollout is not None else None
@@ -195,8 +196,11 @@ def templated_trajectories(
     items = []
     for (row, hops, rng), positions in zip(plans, searched):
         found = {i: (next(query_iter), next(results)) for i in positions}  # hop position -> (query, docs)
-        if not all(any(_mentions(d.as_text(), hops[i].answer) for d in docs) for i, (_, docs) in found.items()):
-            skipped["a hop's answer is not in the retrieved documents"] += 1
+        # A document that names the answer is not enough: "Vreharn is located in Sikeleirnova" names the country of
+        # Kabrurn without stating it. Keep the row only when a retrieved sentence states each searched hop's fact
+        # (its subject and answer together), which is also what the evidence box of R-Search quotes.
+        if not all(_evidence_sentence(docs, hops[i]) for i, (_, docs) in found.items()):
+            skipped["a hop's fact is not stated in the retrieved documents"] += 1
             continue
         gold = str(row["golden_answers"][0])
         steps: list = []
