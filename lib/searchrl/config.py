@@ -43,6 +43,7 @@ import yaml
 from searchrl.data.difficulty import DifficultyConfig, difficulty_problems
 from searchrl.data.synthetic.knowledge import KnowledgeConfig, knowledge_problems
 from searchrl.retrieval.service import ServiceConfig, service_problems
+from searchrl.retrieval.web import WebSearchConfig, web_search_problems
 from searchrl.rewards.evidence import EvidenceConfig, evidence_problems
 from searchrl.rollout.base import RolloutConfig, rollout_problems
 from searchrl.trainer.health import HealthConfig, health_problems
@@ -75,8 +76,8 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
-class RunConfig(RolloutConfig, ServiceConfig, KnowledgeConfig, MemorizationConfig, EvidenceConfig, DifficultyConfig,
-                HealthConfig):
+class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, MemorizationConfig, EvidenceConfig,
+                DifficultyConfig, HealthConfig):
     """All parameters of one run, flat and typed. Build it with :meth:`from_params` or :meth:`from_globals`.
 
     The rollout settings (max_searches, top_k, max_turn_tokens, max_completion_tokens, max_query_chars,
@@ -145,7 +146,8 @@ class RunConfig(RolloutConfig, ServiceConfig, KnowledgeConfig, MemorizationConfi
 
     # == retrieval ==
     retriever: str = "bm25"
-    """Retriever name from the retrieval registry: bm25 or dense (documents per search: top_k)."""
+    """Retriever name from the retrieval registry: bm25 or dense, a retrieval service http://HOST:PORT, or a web
+    search API web+https://HOST/PATH (web_* settings) (documents per search: top_k)."""
 
     # == protocol ==
     protocol: str = "search_r1"
@@ -499,8 +501,9 @@ def _semantic_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     problems.extend(_registry_problems(values))
     problems.extend(_ablation_problems(values))
     # Each mechanism's settings are declared (and range-checked) in their own module; RunConfig inherits them.
-    problems.extend(service_problems(values) + knowledge_problems(values) + memorization_problems(values) + evidence_problems(values)
-                    + difficulty_problems(values) + health_problems(values))
+    problems.extend(service_problems(values) + web_search_problems(values) + knowledge_problems(values)
+                    + memorization_problems(values) + evidence_problems(values) + difficulty_problems(values)
+                    + health_problems(values))
     problems.extend(_environment_problems(values))
     if not values["rewards"] and values["rl_steps"] > 0:
         problems.append(("rewards", "rewards is empty but rl_steps > 0; name at least one reward"))
@@ -824,7 +827,7 @@ def _field_types(cls: type) -> dict[str, Any]:
 
 # describe() lists sections in this order (the rollout section is declared in RolloutConfig, hence first in MRO).
 SECTION_ORDER = ("general", "model", "data", "retrieval", "protocol", "rollout", "cold start", "RL", "eval",
-                 "benchmarks", "ablation", "retrieval service", "knowledge", "memorization", "evidence", "data difficulty", "training health")
+                 "benchmarks", "ablation", "retrieval service", "web search", "knowledge", "memorization", "evidence", "data difficulty", "training health")
 # What IPython puts in a notebook's globals besides the user's own names.
 _IPYTHON_GLOBALS = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
 _FIELD_TYPES: dict[str, Any] = _field_types(RunConfig)

@@ -1,4 +1,5 @@
-"""Retrieval: the `Retriever` protocol and local BM25 / dense retrievers, built by name or loaded from a folder.
+"""Retrieval: the `Retriever` protocol and local BM25 / dense retrievers, built by name or loaded from a folder; clients
+of a shared retrieval service (`http://HOST:PORT`) and of web search APIs (`web+https://HOST/PATH`).
 
 Importing this package is cheap: bm25s, sentence-transformers and faiss load only when a retriever is built.
 """
@@ -7,6 +8,7 @@ from searchrl.retrieval.base import MAX_QUERY_CHARS, BaseRetriever, Doc, Retriev
 from searchrl.retrieval.bm25 import BM25Retriever
 from searchrl.retrieval.dense import DenseRetriever
 from searchrl.retrieval.registry import RETRIEVERS, load_retriever, make_retriever
+from searchrl.retrieval.web import WebSearchConfig, WebSearchRetriever
 
 __all__ = [
     "MAX_QUERY_CHARS",
@@ -16,6 +18,8 @@ __all__ = [
     "DenseRetriever",
     "Doc",
     "Retriever",
+    "WebSearchConfig",
+    "WebSearchRetriever",
     "load_retriever",
     "make_retriever",
 ]

@@ -18,6 +18,8 @@ Same contract as `searchrl.retrieval.base`: input checks, empty queries answered
 - **An LRU cache** of results (`service_cache_size` entries, one per query and k): rollouts repeat queries.
 
 Only the standard library is used, so trainers need no web framework; one keep-alive connection per thread.
+The retry loop (`Retries`), the per-thread connections (`KeepAliveConnections`) and the cache (`LRUCache`) are
+shared with the web-search retriever (`searchrl.retrieval.web`).
 """
 
 from __future__ import annotations
@@ -27,17 +29,18 @@ import json
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from searchrl.retrieval.base import Doc, check_k, clean_queries
 from searchrl.retrieval.service import HEALTH_PATH, SEARCH_PATH, ServiceConfig, corpus_fingerprint, service_url
 
 ScoredDoc = tuple[Doc, "float | None"]
-_RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
+RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 _NO_TIMEOUT_S = None  # retriever_timeout_s == 0 means wait forever, as in the rollout engine
+T = TypeVar("T")
 
 
 class RetryPolicy(Protocol):
@@ -57,8 +60,109 @@ class ServiceUnavailableError(ConnectionError):
     """The retrieval service could not be reached (or kept failing) within the configured retries and timeout."""
 
 
-class _Retryable(Exception):
+class RetryableFailure(Exception):
     """One failed attempt worth repeating (connection error, timeout, 5xx)."""
+
+
+@dataclass(frozen=True)
+class Retries:
+    """How a remote retriever retries: `retries` more attempts after the first, waits of `backoff_s` doubling each
+    time, and the whole call within `timeout_s` (0: no limit of its own)."""
+
+    timeout_s: float = 0.0
+    retries: int = 0
+    backoff_s: float = 0.0
+
+    @classmethod
+    def of(cls, rollout: RetryPolicy | None) -> Retries:
+        """The settings of a `RolloutConfig` (or `RunConfig`); None: one attempt, no timeout of its own, so the
+        caller's (the rollout engine's) timeout and retries apply."""
+        if rollout is None:
+            return cls()
+        return cls(rollout.retriever_timeout_s, rollout.retriever_retries, rollout.retriever_backoff_s)
+
+    def deadline(self) -> float | None:
+        """When a call starting now must be over (None: never)."""
+        return time.monotonic() + self.timeout_s if self.timeout_s else None
+
+    def time_left(self, deadline: float | None) -> float | None:
+        """Seconds one attempt may still take before `deadline`; raises `RetryableFailure` when none are left."""
+        if deadline is None:
+            return _NO_TIMEOUT_S
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise RetryableFailure(f"timed out (retriever_timeout_s={self.timeout_s})")
+        return left
+
+    def call(self, attempt: Callable[[], T], deadline: float | None, *, who: str, hint: str) -> T:
+        """`attempt()`, repeated while it raises `RetryableFailure`, with doubling waits and within `deadline`.
+
+        When every attempt failed, raises `ServiceUnavailableError` saying `who` failed how often, the last reason,
+        then `hint` (what the user can check or change).
+        """
+        failures: list[str] = []
+        out_of_time = ""
+        for number in range(self.retries + 1):
+            if number:
+                wait = self.backoff_s * 2 ** (number - 1)
+                if deadline is not None and time.monotonic() + wait >= deadline:
+                    out_of_time = f" within retriever_timeout_s={self.timeout_s}"
+                    break
+                time.sleep(wait)
+            try:
+                return attempt()
+            except RetryableFailure as error:
+                failures.append(str(error))
+        raise ServiceUnavailableError(
+            f"{who} failed {len(failures)} time(s){out_of_time} (last: {failures[-1]}); {hint}"
+        )
+
+
+class KeepAliveConnections:
+    """One keep-alive connection per thread to one host (an `http.client` connection serves one thread at a time)."""
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        self._cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        self._host, self._port = parts.hostname, parts.port
+        self._local = threading.local()
+
+    def exchange(self, method: str, target: str, body: bytes | None, headers: dict[str, str],
+                 timeout: float | None, *, max_bytes: int | None = None) -> tuple[int, bytes, dict[str, str]]:
+        """Send one request to `target` (path and query) and read the answer: (status, body, headers with
+        lower-case names). With `max_bytes`, at most that much of the body is read (close the connection after).
+
+        A refused, reset, timed-out or half-sent exchange raises `RetryableFailure` (and the connection is
+        dropped, so the next attempt opens a fresh one).
+        """
+        connection = self._connection(timeout)
+        try:
+            connection.request(method, target, body=body, headers=headers)
+            response = connection.getresponse()
+            data = response.read() if max_bytes is None else response.read(max_bytes)
+            return response.status, data, {name.lower(): value for name, value in response.getheaders()}
+        except (OSError, http.client.HTTPException) as error:
+            self.close()
+            timed_out = isinstance(error, TimeoutError) and timeout is not None  # else the OS gave up connecting
+            kind = f"timed out after {timeout:.3g} s" if timed_out else f"{type(error).__name__}: {error}"
+            raise RetryableFailure(kind) from None
+
+    def _connection(self, timeout: float | None) -> http.client.HTTPConnection:
+        connection = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = self._cls(self._host, self._port, timeout=timeout)
+            self._local.connection = connection
+        connection.timeout = timeout
+        if connection.sock is not None:
+            connection.sock.settimeout(timeout)
+        return connection
+
+    def close(self) -> None:
+        """Close this thread's connection (others close when their threads end)."""
+        connection = getattr(self._local, "connection", None)
+        if connection is not None:
+            connection.close()
+            self._local.connection = None
 
 
 @dataclass
@@ -71,8 +175,8 @@ class CacheInfo:
     capacity: int
 
 
-class _LRU:
-    """A small thread-safe least-recently-used map."""
+class LRUCache:
+    """A small thread-safe least-recently-used map (capacity 0: stores nothing)."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
@@ -81,6 +185,7 @@ class _LRU:
         self.hits = self.misses = 0
 
     def get(self, key: Any) -> Any | None:
+        """The value under `key` (now the most recently used), or None; counted as a hit or a miss."""
         with self._lock:
             if key in self._items:
                 self._items.move_to_end(key)
@@ -90,6 +195,7 @@ class _LRU:
             return None
 
     def put(self, key: Any, value: Any) -> None:
+        """Store `value` under `key`, dropping the least recently used entry when full."""
         if not self.capacity:
             return
         with self._lock:
@@ -123,17 +229,13 @@ class HTTPRetriever:
             raise ValueError(f"{url!r} is not a service URL; write http://HOST:PORT")
         self.url = parsed
         self.rollout = rollout
-        self.timeout_s = rollout.retriever_timeout_s if rollout is not None else 0.0
-        self.retries = rollout.retriever_retries if rollout is not None else 0
-        self.backoff_s = rollout.retriever_backoff_s if rollout is not None else 0.0
+        self.retry = Retries.of(rollout)
+        self.timeout_s, self.retries, self.backoff_s = self.retry.timeout_s, self.retry.retries, self.retry.backoff_s
         self.service = service if service is not None else ServiceConfig()
-        parts = urlsplit(self.url)
-        self._https = parts.scheme == "https"
-        self._host, self._port = parts.hostname, parts.port
-        self._prefix = parts.path.rstrip("/")
+        self._prefix = urlsplit(self.url).path.rstrip("/")
         self._expected = None if corpus is None else (len(corpus), corpus_fingerprint(corpus))
-        self._cache = _LRU(self.service.service_cache_size)
-        self._local = threading.local()  # one keep-alive connection per thread
+        self._cache = LRUCache(self.service.service_cache_size)
+        self._connections = KeepAliveConnections(self.url)
         self._health: dict[str, Any] | None = None
         self._state_lock = threading.Lock()
         self._empty_streak = 0
@@ -212,7 +314,7 @@ class HTTPRetriever:
             )
 
     def _deadline(self) -> float | None:
-        return time.monotonic() + self.timeout_s if self.timeout_s else None
+        return self.retry.deadline()
 
     def _fetch(self, queries: list[str], k: int) -> dict[str, list[ScoredDoc]]:
         """Answers for distinct, non-empty queries, in chunks the service accepts."""
@@ -240,84 +342,58 @@ class HTTPRetriever:
 
     def _request(self, method: str, path: str, payload: Any, *, deadline: float | None) -> Any:
         """One JSON request, retried on connection failures, timeouts and 5xx with doubling waits."""
-        failures: list[str] = []
-        out_of_time = ""
-        for attempt in range(self.retries + 1):
-            if attempt:
-                wait = self.backoff_s * 2 ** (attempt - 1)
-                if deadline is not None and time.monotonic() + wait >= deadline:
-                    out_of_time = f" within retriever_timeout_s={self.timeout_s}"
-                    break
-                time.sleep(wait)
-            try:
-                return self._attempt(method, path, payload, deadline)
-            except _Retryable as error:
-                failures.append(str(error))
-        raise ServiceUnavailableError(
-            f"the retrieval service at {self.url} failed {len(failures)} time(s){out_of_time} (last: {failures[-1]}); "
-            "check it is running (python -m searchrl.retrieval.serve --index DIR) and reachable, or raise "
-            "retriever_timeout_s / retriever_retries"
-        )
+        return self.retry.call(
+            lambda: self._attempt(method, path, payload, deadline), deadline,
+            who=f"the retrieval service at {self.url}",
+            hint="check it is running (python -m searchrl.retrieval.serve --index DIR) and reachable, or raise "
+                 "retriever_timeout_s / retriever_retries")
 
     def _attempt(self, method: str, path: str, payload: Any, deadline: float | None) -> Any:
-        timeout = _NO_TIMEOUT_S if deadline is None else deadline - time.monotonic()
-        if timeout is not None and timeout <= 0:
-            raise _Retryable(f"timed out (retriever_timeout_s={self.timeout_s})")
+        timeout = self.retry.time_left(deadline)
         body = None if payload is None else json.dumps(payload, ensure_ascii=False).encode("utf-8")
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         self.requests += 1
-        connection = self._connection(timeout)
-        try:
-            connection.request(method, self._prefix + path, body=body, headers=headers)
-            response = connection.getresponse()
-            status, data = response.status, response.read()
-        except (OSError, http.client.HTTPException) as error:  # refused, reset, timed out, half-sent
-            self._drop_connection()
-            kind = f"timed out after {timeout:.3g} s" if isinstance(error, TimeoutError) else \
-                f"{type(error).__name__}: {error}"
-            raise _Retryable(kind) from None
-        if status in _RETRYABLE_STATUS:
-            raise _Retryable(f"HTTP {status}: {_detail(data)}")
+        status, data, _ = self._connections.exchange(method, self._prefix + path, body, headers, timeout)
+        if status in RETRYABLE_STATUS:
+            raise RetryableFailure(f"HTTP {status}: {error_detail(data)}")
         if status != 200:
             raise ServiceError(f"the retrieval service at {self.url} refused {method} {path} with HTTP {status}: "
-                               f"{_detail(data)}")
+                               f"{error_detail(data)}")
         try:
             return json.loads(data)
         except ValueError:
             raise ServiceError(f"the retrieval service at {self.url} answered {method} {path} with non-JSON "
                                f"{data[:200]!r}") from None
 
-    def _connection(self, timeout: float | None) -> http.client.HTTPConnection:
-        connection = getattr(self._local, "connection", None)
-        if connection is None:
-            cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-            connection = cls(self._host, self._port, timeout=timeout)
-            self._local.connection = connection
-        connection.timeout = timeout
-        if connection.sock is not None:
-            connection.sock.settimeout(timeout)
-        return connection
-
-    def _drop_connection(self) -> None:
-        connection = getattr(self._local, "connection", None)
-        if connection is not None:
-            connection.close()
-            self._local.connection = None
-
     def close(self) -> None:
         """Close this thread's connection (others close when their threads end)."""
-        self._drop_connection()
+        self._connections.close()
 
 
-def _detail(data: bytes) -> str:
-    """The service's error message (FastAPI's {"detail": ...}) or the start of the body."""
+def error_detail(data: bytes) -> str:
+    """The error message of an answer (FastAPI's {"detail": ...}; search APIs' {"message": ...} or {"error": ...},
+    where an error may itself hold a message) or the start of the body."""
     try:
-        detail = json.loads(data).get("detail")
+        answer = json.loads(data)
+        detail = next((answer[key] for key in ("detail", "message", "error") if answer.get(key) is not None), None)
     except (ValueError, AttributeError):
         detail = None
+    if isinstance(detail, dict) and isinstance(detail.get("message"), str):
+        detail = detail["message"]
     if detail is None:
         return data[:200].decode("utf-8", "replace")
     return detail if isinstance(detail, str) else json.dumps(detail)[:500]
 
 
-__all__ = ["CacheInfo", "HTTPRetriever", "ServiceError", "ServiceUnavailableError"]
+__all__ = [
+    "CacheInfo",
+    "HTTPRetriever",
+    "KeepAliveConnections",
+    "LRUCache",
+    "Retries",
+    "RetryPolicy",
+    "RetryableFailure",
+    "ServiceError",
+    "ServiceUnavailableError",
+    "error_detail",
+]

@@ -2,6 +2,7 @@
 
 Besides the registered kinds, a name may point at a shared retrieval service, ``http://HOST:PORT`` (or
 ``http:HOST:PORT``): `make_retriever` then returns an `HTTPRetriever` and the registry's name check accepts it.
+Likewise ``web+https://HOST/PATH`` names a web search API: `make_retriever` returns a `WebSearchRetriever`.
 """
 
 from __future__ import annotations
@@ -16,26 +17,39 @@ from searchrl.retrieval.base import BaseRetriever, Doc, read_manifest
 from searchrl.retrieval.bm25 import BM25Retriever
 from searchrl.retrieval.dense import DenseRetriever
 from searchrl.retrieval.http import HTTPRetriever
-from searchrl.retrieval.service import service_url
+from searchrl.retrieval.service import WEB_SEARCH_PREFIX, service_url
+from searchrl.retrieval.web import WebSearchRetriever, web_search_url
 
 
 class RetrieverRegistry(Registry):
-    """The retriever registry, which also answers to service URLs (they name a service, not a registered kind)."""
+    """The retriever registry, which also answers to service URLs and web search API URLs (they name a service,
+    not a registered kind)."""
 
     def key(self, name: str) -> str:
         try:
             url = service_url(name)
+            web_url = web_search_url(name)
         except ValueError as error:
             raise UnknownNameError(str(error)) from None
+        if web_url is not None:
+            return WEB_SEARCH_PREFIX + web_url
+        if isinstance(name, str) and name.strip().lower() == "web":
+            # the obvious guess; the address of the API is part of the name
+            raise UnknownNameError("retriever 'web' needs the search API's address: write web+https://HOST/PATH "
+                                   "(the key comes from $SEARCHRL_SEARCH_API_KEY, see web_key_env)")
         return url if url is not None else super().key(name)
 
     def get(self, name: str):
         key = self.key(name)
-        return HTTPRetriever if service_url(key) is not None else super().get(key)
+        if service_url(key) is not None:
+            return HTTPRetriever
+        return WebSearchRetriever if web_search_url(key) is not None else super().get(key)
 
     def describe(self) -> str:
         service = "  http://HOST:PORT  a shared retrieval service (python -m searchrl.retrieval.serve --index DIR)"
-        return super().describe() + "\n" + service
+        web = ("  web+https://HOST/PATH  a web search API (JSON; key from $SEARCHRL_SEARCH_API_KEY; web_* settings; "
+               "long pages summarised)")
+        return super().describe() + "\n" + service + "\n" + web
 
 
 # name (the class's `kind`, also written into saved manifests) -> retriever class, built as cls(corpus, **options).
@@ -50,15 +64,21 @@ def retriever_class(name: str) -> type[BaseRetriever]:
     return RETRIEVERS.get(name)
 
 
-def make_retriever(name: str, corpus: Sequence[Doc], **options: Any) -> BaseRetriever | HTTPRetriever:
+def make_retriever(name: str, corpus: Sequence[Doc],
+                   **options: Any) -> BaseRetriever | HTTPRetriever | WebSearchRetriever:
     """Build the retriever registered under `name` over `corpus`, passing `options` to its constructor.
 
     For a service URL, the client to that service (`HTTPRetriever(url, corpus=corpus, **options)`; options
-    `rollout` and `service` take a RolloutConfig / ServiceConfig or the RunConfig).
+    `rollout` and `service` take a RolloutConfig / ServiceConfig or the RunConfig). For a web search
+    (``web+https://...``), `WebSearchRetriever(url, **options)` (also `web`: a WebSearchConfig or the RunConfig, and
+    `summarizer`); the web has no corpus of its own, so `corpus` is not used.
     """
     url = service_url(name)
     if url is not None:
         return HTTPRetriever(url, corpus=corpus, **options)
+    web_url = web_search_url(name)
+    if web_url is not None:
+        return WebSearchRetriever(web_url, **options)
     cls = retriever_class(name)
     accepted = [p for p in inspect.signature(cls.__init__).parameters.values() if p.kind is p.KEYWORD_ONLY]
     unknown = sorted(set(options) - {p.name for p in accepted})

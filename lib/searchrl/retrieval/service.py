@@ -27,6 +27,9 @@ from searchrl.retrieval.base import MAX_QUERY_CHARS, Doc
 SEARCH_PATH = "/search"
 HEALTH_PATH = "/health"
 SERVICE_SCHEMES = ("http", "https")
+# `retriever: web+https://HOST/PATH` names a web search API (searchrl.retrieval.web parses it; declared here so that
+# `service_options` can tell a remote retriever without importing the client that imports this module).
+WEB_SEARCH_PREFIX = "web+"
 
 
 @dataclass(frozen=True)
@@ -35,7 +38,8 @@ class ServiceConfig:
 
     # == retrieval service ==
     service_cache_size: int = 4096
-    """Search results the HTTP retriever keeps in memory (LRU, one entry per query and top_k); 0: no cache."""
+    """Search results the HTTP and web-search retrievers keep in memory (LRU, one entry per query and top_k); 0: no
+    cache."""
     service_max_queries: int = 256
     """Most queries the service answers in one request (more: 413); the client splits larger batches to fit."""
     service_max_query_chars: int = MAX_QUERY_CHARS
@@ -121,11 +125,22 @@ def doc_to_json(doc: Doc, score: float | None) -> dict[str, Any]:
     return {"id": doc.id, "title": doc.title, "text": doc.text, "score": score}
 
 
-__all__ = ["HEALTH_PATH", "SEARCH_PATH", "ServiceConfig", "corpus_fingerprint", "doc_to_json", "service_options",
-           "service_problems", "service_url"]
+def is_web_search_name(name: Any) -> bool:
+    """Whether a retriever name points at a web search API (``web+https://...``; checked in full by the registry)."""
+    return isinstance(name, str) and name.strip().lower().startswith(WEB_SEARCH_PREFIX)
+
+
+__all__ = ["HEALTH_PATH", "SEARCH_PATH", "WEB_SEARCH_PREFIX", "ServiceConfig", "corpus_fingerprint", "doc_to_json",
+           "is_web_search_name", "service_options", "service_problems", "service_url"]
 
 
 def service_options(cfg: Any) -> dict[str, Any]:
     """Keyword options for `make_retriever` from a run's settings: a service retriever (`http://host:port`) takes the
-    run's timeouts and retries (`rollout`) and its client settings (`service`); an in-process retriever takes none."""
-    return {"rollout": cfg, "service": cfg} if service_url(cfg.retriever) else {}
+    run's timeouts and retries (`rollout`) and its client settings (`service`); a web search (`web+https://...`)
+    takes those and its own settings (`web`: the WebSearchConfig fields a RunConfig carries); an in-process
+    retriever takes none."""
+    if service_url(cfg.retriever):
+        return {"rollout": cfg, "service": cfg}
+    if is_web_search_name(cfg.retriever):
+        return {"rollout": cfg, "service": cfg, "web": cfg}
+    return {}
