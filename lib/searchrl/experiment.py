@@ -7,6 +7,7 @@ interrupted run keeps everything done so far.
 from __future__ import annotations
 
 import random
+import warnings
 from collections import defaultdict
 from pathlib import Path
 
@@ -80,7 +81,10 @@ class Experiment:
         self.tokenizer = load_tokenizer(cfg.model)
         self.results: dict = {}
         self.history = MetricsHistory(self.run_dir)
-        write_json(self.run_dir / "data.json", self.data_summary())
+        summary = self.data_summary()
+        if cfg.dataset == "synthetic" and cfg.rl_steps > 0:
+            summary["answer_budget"] = self.check_answer_budget()
+        write_json(self.run_dir / "data.json", summary)
 
     # ---- data -------------------------------------------------------------------------------------------------
 
@@ -119,6 +123,18 @@ class Experiment:
         return {"corpus_passages": len(self.corpus), "train_questions": len(self.train_rows),
                 "eval_questions": len(self.eval_rows), "train_types": types(self.train_rows),
                 "eval_types": types(self.eval_rows)}
+
+    def check_answer_budget(self) -> dict:
+        """Whether a correct answer to each type of training question fits the rollout's token budget (measured on
+        its templated trajectory); warns, naming the setting to change, for each type whose answers do not."""
+        from searchrl.data.synthetic.budget import answer_budget, budget_problems
+
+        cfg = self.cfg
+        report = answer_budget(self.train_rows, self.protocol, self.retriever, rollout=cfg.rollout_config(),
+                               tokenizer=self.tokenizer, chat=cfg.chat_prompt, seed=cfg.seed)
+        for line in budget_problems(report, cfg.max_completion_tokens, what="RL training questions"):
+            warnings.warn(line, stacklevel=2)
+        return report
 
     # ---- models -----------------------------------------------------------------------------------------------
 
@@ -180,6 +196,7 @@ class Experiment:
 
     def cold_start(self, model):
         """SFT on templated trajectories with retrieved tokens masked out of the loss (R1-Searcher++ eq. 2)."""
+        from searchrl.data.synthetic.budget import budget_problems, items_budget
         from searchrl.data.synthetic.trajectories import templated_trajectories
         from searchrl.sft import sft_train
         from searchrl.trainer.arguments import sft_args
@@ -195,6 +212,10 @@ class Experiment:
         items = templated_trajectories(rows, self.protocol, self.retriever, rollout=cfg.rollout_config(),
                                        tokenizer=self.tokenizer, chat=cfg.chat_prompt, seed=cfg.seed)
         items = items[: cfg.sft_examples]
+        budget = items_budget(items, self.tokenizer, cfg.max_completion_tokens)
+        write_json(self.run_dir / "sft" / "budget.json", budget)
+        for line in budget_problems(budget, cfg.max_completion_tokens, what="cold-start demonstrations"):
+            warnings.warn(line, stacklevel=2)  # the cold start would teach trajectories that rollouts cut off
         if cfg.dataset == "synthetic" and cfg.sft_fact_repeats:
             # R1-Searcher++'s internal knowledge, made: the internal facts are taught as short statements (inside
             # the protocol's internal-answer span when it has one), so the model can answer them without searching.
