@@ -24,6 +24,7 @@ from trl import GRPOConfig, GRPOTrainer
 from searchrl.protocols.base import SearchProtocol
 from searchrl.quiet import silence_known_warnings
 from searchrl.rollout import HFTurnGenerator, RolloutConfig, SearchRollout, VLLMTurnGenerator, summarize
+from searchrl.trainer.across_processes import mean_over_processes
 from searchrl.trainer.advantages import ADVANTAGE_ESTIMATORS, AdvantageInputs, gae_advantages
 from searchrl.trainer.dynamic_sampling import concat_batches, informative_groups, take_rows
 from searchrl.trainer.health import garble_metrics
@@ -238,7 +239,12 @@ class SearchGRPOTrainer(GRPOTrainer):
         n = max(len(parsed), 1)
         metrics["search/format_ok_rate"] = sum(p.format_ok for p in parsed) / n
         metrics["search/answer_rate"] = sum(p.answer is not None for p in parsed) / n
-        return metrics
+        # Each process rolled out only its slice of the batch; the logged value must describe the whole batch, as
+        # TRL's own reward and length metrics do (otherwise the main process logs its half). Every value is a mean
+        # over samples except the masked-token share, which is a mean over tokens.
+        weights = dict.fromkeys(metrics, float(len(trajs)))
+        weights["search/masked_token_frac"] = float(sum(len(t.env_mask) for t in trajs))
+        return mean_over_processes(metrics, weights, self.accelerator)
 
     # ---- advantage estimators ----------------------------------------------------------------------------------
 
@@ -372,11 +378,13 @@ class SearchGRPOTrainer(GRPOTrainer):
         if advantages is not None:
             output["advantages"] = advantages
         if self.args.drop_zero_variance:
-            keep = informative_groups(rewards, num_generations).repeat_interleave(num_generations)[local]
+            kept_groups = informative_groups(rewards, num_generations)  # over the gathered batch: every group
+            keep = kept_groups.repeat_interleave(num_generations)[local]
             output["completion_mask"] = output["completion_mask"] * keep.unsqueeze(1).to(output["completion_mask"])
             new_mask = output["completion_mask"] * output.get("tool_mask", 1)
             output["num_items_in_batch"] = self.accelerator.gather(new_mask.sum()).sum()
-            self._metrics[mode]["search/kept_group_frac"].append(keep.float().mean().item())
+            # The share of the whole batch's groups, not of this process's slice (which may hold part of a group).
+            self._metrics[mode]["search/kept_group_frac"].append(kept_groups.float().mean().item())
         return output, rewards
 
     def _ppo_advantages(self, output, rewards: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
