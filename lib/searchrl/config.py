@@ -43,7 +43,7 @@ import yaml
 from searchrl.data.difficulty import DifficultyConfig, difficulty_problems
 from searchrl.data.synthetic.knowledge import KnowledgeConfig, knowledge_problems
 from searchrl.retrieval.service import ServiceConfig, service_problems
-from searchrl.retrieval.web import WebSearchConfig, web_search_problems
+from searchrl.retrieval.web_settings import WebSearchConfig, web_search_problems
 from searchrl.rewards.evidence import EvidenceConfig, evidence_problems
 from searchrl.rollout.base import RolloutConfig, rollout_problems
 from searchrl.trainer.health import HealthConfig, health_problems

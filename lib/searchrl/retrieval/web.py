@@ -28,18 +28,13 @@ the snippet (off by default: a page download per result is slow and reaches ever
 
 from __future__ import annotations
 
-import difflib
 import hashlib
-import html
 import json
 import os
-import re
 import sys
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, fields
-from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import urlencode, urljoin, urlsplit
 
@@ -56,320 +51,28 @@ from searchrl.retrieval.http import (
     error_detail,
 )
 from searchrl.retrieval.service import WEB_SEARCH_PREFIX, ServiceConfig, is_web_search_name
+from searchrl.retrieval.web_settings import DEFAULT_FIELDS, WebSearchConfig, web_search_problems, web_search_url
+from searchrl.retrieval.web_text import (
+    MISSING,
+    SUMMARY_INSTRUCTION,
+    ModelSummarizer,
+    OverlapSummarizer,
+    Summarizer,
+    cut_words,
+    keep_relevant_sentences,
+    lookup,
+    page_text,
+    plain_text,
+)
 
-Summarizer = Callable[[str, str], str]
-"""(question, text) -> a shorter text keeping what bears on the question."""
-
-# Where the answers of widely used search APIs keep their results; '|' separates alternatives tried in order.
-DEFAULT_FIELDS = {
-    "results": "results|web.results|webPages.value|organic_results|items",  # SearXNG | Brave | Bing | SerpAPI | Google
-    "title": "title|name",
-    "url": "url|link",
-    "text": "snippet|content|description",
-}
-_METHODS = ("GET", "POST")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 _PAGE_BYTES = 2 * 1024 * 1024  # enough for the text of any article; bounds a runaway download
 _PAGE_TIMEOUT_S = 10.0
 _MAX_REDIRECTS = 3
 
 
-@dataclass(frozen=True)
-class WebSearchConfig:
-    """How the web-search retriever (``retriever: web+https://...``) talks to a search API and shortens long texts."""
-
-    # == web search ==
-    web_key_env: str = "SEARCHRL_SEARCH_API_KEY"
-    """Environment variable holding the search API's key (the key is never written to settings, logs or errors);
-    empty: the API takes no key (e.g. a SearXNG instance of your own)."""
-    web_key_header: str = "X-API-Key"
-    """Where the key goes: a header, with an optional value prefix after a colon (X-Subscription-Token for Brave,
-    Ocp-Apim-Subscription-Key for Bing, 'Authorization: Bearer' sends 'Bearer <key>'), or ?name for a URL parameter
-    (?api_key for SerpAPI, ?key for Google)."""
-    web_method: str = "GET"
-    """GET (query and count as URL parameters, after any the URL already has) or POST (as a JSON body)."""
-    web_query_param: str = "q"
-    """Name of the request parameter that carries the query."""
-    web_count_param: str = "count"
-    """Name of the request parameter that asks for top_k results (num for SerpAPI); empty: none sent. Results are
-    cut to top_k either way."""
-    web_fields: dict = field(default_factory=dict)
-    """Where the API's JSON answer keeps things, as dotted paths with '|' between alternatives; keys results, title,
-    url, text, each replacing its default (results|web.results|webPages.value|organic_results|items, title|name,
-    url|link, snippet|content|description), e.g. {results: data.hits, text: body}."""
-    web_max_words: int = 200
-    """Result texts longer than this many words are summarised (default summariser: the sentences sharing most words
-    with the query) and cut to it; 0: texts are kept whole."""
-    web_fetch_pages: bool = False
-    """Download each result's page and use its text in place of the API's snippet (summarised to web_max_words), as
-    the papers read whole pages; a page that cannot be read keeps the snippet. Off: nothing but the API is called."""
-    web_parallel: int = 4
-    """Queries of one batch sent to the API at the same time (an API answers one query per request); 1: in turn."""
-
-    def __post_init__(self) -> None:
-        problems = [message for _, message in web_search_problems(self)]
-        if problems:
-            raise ValueError("invalid WebSearchConfig: " + "; ".join(problems))
-
-    def to_dict(self) -> dict[str, Any]:
-        """The settings as a plain dict."""
-        return {f.name: getattr(self, f.name) for f in fields(WebSearchConfig)}
-
-
-def web_search_problems(values: Mapping[str, Any] | Any) -> list[tuple[str, str]]:
-    """(field, message) for every invalid web-search setting of `values` (a mapping or an object with the names)."""
-    get = values.get if isinstance(values, Mapping) else lambda name: getattr(values, name, None)
-    problems = []
-    # (name, is the value acceptable, what it must be); the header's name is what comes before an optional colon
-    texts = (("web_key_env", lambda v: not v or _ENV_NAME.match(v), "an environment variable name (or empty)"),
-             ("web_key_header", lambda v: v[1:].strip() if v.startswith("?") else
-              _HEADER_NAME.match(v.partition(":")[0].strip()),
-              "a header name, optionally followed by ': value prefix', or ?parameter"),
-             ("web_query_param", lambda v: v.strip(), "a parameter name"),
-             ("web_count_param", lambda v: True, "a parameter name (or empty: none sent)"))
-    for name, acceptable, what in texts:
-        value = get(name)
-        if value is None:
-            continue
-        if not isinstance(value, str):
-            problems.append((name, f"{name} must be a string, got {value!r}"))
-        elif not acceptable(value):
-            problems.append((name, f"{name} must be {what}, got {value!r}"))
-    method = get("web_method")
-    if method is not None and method not in _METHODS:
-        problems.append(("web_method", f"web_method must be GET or POST, got {method!r}"))
-    mapping = get("web_fields")
-    if mapping is not None:
-        if not isinstance(mapping, Mapping):
-            message = f"web_fields must be a mapping such as {{results: data.hits}}, got {mapping!r}"
-            problems.append(("web_fields", message))
-        else:
-            for key, path in mapping.items():
-                if key not in DEFAULT_FIELDS:
-                    near = difflib.get_close_matches(str(key), DEFAULT_FIELDS, n=1)
-                    hint = f" (did you mean {near[0]!r}?)" if near else ""
-                    keys = ", ".join(DEFAULT_FIELDS)
-                    problems.append(("web_fields", f"web_fields has an unknown key {key!r}{hint}; keys: {keys}"))
-                elif not isinstance(path, str) or not all(part.strip() for part in path.split("|")):
-                    message = f"web_fields[{key!r}] must be a dotted path such as data.hits, got {path!r}"
-                    problems.append(("web_fields", message))
-    for name, low in (("web_max_words", 0), ("web_parallel", 1)):
-        value = get(name)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int):
-            problems.append((name, f"{name} must be an integer, got {value!r}"))
-        elif value < low:
-            problems.append((name, f"{name} must be >= {low}, got {value!r}"))
-    fetch = get("web_fetch_pages")
-    if fetch is not None and not isinstance(fetch, bool):
-        problems.append(("web_fetch_pages", f"web_fetch_pages must be true or false, got {fetch!r}"))
-    return problems
-
-
-def web_search_url(name: Any) -> str | None:
-    """The search API URL a retriever name ``web+https://HOST/PATH[?fixed=parameters]`` points at; None for names
-    that are not web searches; ValueError, saying what is wrong, for a ``web+`` name that is not a usable URL."""
-    if not is_web_search_name(name):
-        return None
-    url = name.strip()[len(WEB_SEARCH_PREFIX):]
-    parts = urlsplit(url)
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"retriever {name!r}: write the search API's address after web+, e.g. "
-                         "web+https://api.search.example/v1/search")
-    try:
-        parts.port  # noqa: B018  (raises ValueError for a port that is not a number in range)
-    except ValueError:
-        raise ValueError(f"retriever {name!r}: the port is not a number between 0 and 65535") from None
-    if parts.fragment:
-        raise ValueError(f"retriever {name!r}: a search API URL takes no #fragment")
-    return url
-
 
 class WebSearchKeyError(ServiceError):
     """The search API's key is missing, or the API refused it (HTTP 401 / 403)."""
-
-
-# ---- summarisers ------------------------------------------------------------------------------------------------
-
-_WORD = re.compile(r"\w+")
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\n+")
-# Words that say nothing about what a query is after; they would make every sentence look relevant.
-_FILLER = frozenset({"a", "an", "the", "of", "in", "on", "at", "to", "for", "from", "by", "with", "and", "or", "is",
-                     "are", "was", "were", "be", "been", "what", "who", "whom", "whose", "which", "when", "where",
-                     "why", "how", "did", "do", "does", "that", "this", "it", "its", "as"})
-
-
-def _content_words(text: str) -> set[str]:
-    return {word for word in _WORD.findall(text.lower()) if word not in _FILLER}
-
-
-def cut_words(text: str, max_words: int) -> str:
-    """`text` cut to its first `max_words` words (whitespace between them normalised only when a cut is made)."""
-    words = text.split()
-    return text if len(words) <= max_words else " ".join(words[:max_words])
-
-
-def keep_relevant_sentences(question: str, text: str, max_words: int) -> str:
-    """The sentences of `text` sharing most words with `question`, up to `max_words` words, in their page order.
-
-    Ties go to the earlier sentence; a best sentence longer than the whole budget is cut to it.
-    """
-    sentences = [s.strip() for s in _SENTENCE_BREAK.split(text) if s and s.strip()]
-    wanted = _content_words(question)
-    ranked = sorted(range(len(sentences)), key=lambda i: (-len(wanted & _content_words(sentences[i])), i))
-    chosen: list[int] = []
-    used = 0
-    for index in ranked:
-        size = len(sentences[index].split())
-        if used + size <= max_words:
-            chosen.append(index)
-            used += size
-    if not chosen and sentences:
-        return cut_words(sentences[ranked[0]], max_words)
-    return " ".join(sentences[i] for i in sorted(chosen))
-
-
-@dataclass(frozen=True)
-class OverlapSummarizer:
-    """The default summariser: `keep_relevant_sentences` with a word budget; no model, deterministic."""
-
-    max_words: int = 200
-
-    def __call__(self, question: str, text: str) -> str:
-        """The sentences of `text` most about `question`, at most `max_words` words."""
-        return keep_relevant_sentences(question, text, self.max_words)
-
-
-SUMMARY_INSTRUCTION = (
-    "You are helping someone answer a question by searching the web. Below is a page that one of their searches "
-    "found. In at most {max_words} words, write down what the page says that helps with the search, keeping names, "
-    "dates and numbers exactly as the page gives them and leaving out everything else. If the page says nothing "
-    "that helps, write: nothing relevant.\n\nSearch: {question}\n\nPage:\n{text}"
-)
-
-
-class ModelSummarizer:
-    """Summarises long pages with a local causal LM and its tokenizer (e.g. from `searchrl.models.load_policy`).
-
-    Greedy decoding of at most `max_new_tokens`; the page is cut to its first `max_page_tokens` tokens first so that
-    one huge page cannot exhaust memory. The chat template is used when the tokenizer has one. Calls are serialised
-    (a tokenizer and a model on one device serve one caller at a time).
-    """
-
-    def __init__(self, model: Any, tokenizer: Any, *, max_words: int = 200, max_new_tokens: int = 256,
-                 max_page_tokens: int = 2048) -> None:
-        self.model = model
-        self.tokenizer = tokenizer
-        self.max_words = max_words
-        self.max_new_tokens = max_new_tokens
-        self.max_page_tokens = max_page_tokens
-        self._lock = threading.Lock()
-
-    def prompt(self, question: str, text: str) -> str:
-        """The full prompt the model continues: instruction, search, page (cut), in the chat template if any."""
-        page_ids = self.tokenizer(text, add_special_tokens=False)["input_ids"][:self.max_page_tokens]
-        page = self.tokenizer.decode(page_ids, skip_special_tokens=True)
-        request = SUMMARY_INSTRUCTION.format(max_words=self.max_words, question=question, text=page)
-        if getattr(self.tokenizer, "chat_template", None):
-            return self.tokenizer.apply_chat_template([{"role": "user", "content": request}], tokenize=False,
-                                                      add_generation_prompt=True)
-        return request + "\n\nSummary:"
-
-    def __call__(self, question: str, text: str) -> str:
-        """The model's summary of `text` for the search `question` (new tokens only, special tokens dropped)."""
-        with self._lock:
-            prompt = self.prompt(question, text)
-            templated = bool(getattr(self.tokenizer, "chat_template", None))  # the template already adds BOS
-            inputs = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=not templated)
-            inputs = inputs.to(self.model.device)
-            pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else \
-                self.tokenizer.eos_token_id
-            output = self.model.generate(**inputs, max_new_tokens=self.max_new_tokens, do_sample=False,
-                                         pad_token_id=pad)
-            new_tokens = output[0, inputs["input_ids"].shape[1]:]
-            return self.tokenizer.decode(new_tokens, skip_special_tokens=True).strip()
-
-
-# ---- reading answers and pages ----------------------------------------------------------------------------------
-
-_MISSING = object()
-
-
-def _lookup(record: Any, paths: str) -> Any:
-    """The value at the first of the '|'-separated dotted `paths` present in `record`, or `_MISSING`."""
-    for path in paths.split("|"):
-        value = record
-        for part in path.strip().split("."):
-            if not isinstance(value, Mapping) or part not in value:
-                value = _MISSING
-                break
-            value = value[part]
-        if value is not _MISSING:
-            return value
-    return _MISSING
-
-
-_TAG = re.compile(r"<[^>]+>")
-
-
-def plain_text(fragment: Any) -> str:
-    """A snippet as plain text: tags (the <strong> highlights APIs add) removed, entities decoded, spaces collapsed."""
-    if not isinstance(fragment, str):
-        return ""
-    return " ".join(html.unescape(_TAG.sub("", fragment)).split())
-
-
-class _PageText(HTMLParser):
-    """Collects the visible text of an HTML page, one line per block, without scripts, styles or page chrome."""
-
-    _HIDDEN = frozenset({"script", "style", "noscript", "head", "template", "svg", "nav", "footer"})
-    _BLOCKS = frozenset({"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "section", "article",
-                         "blockquote", "pre", "table", "ul", "ol", "dd", "dt"})
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.hidden = 0
-        self.parts: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list) -> None:
-        if tag in self._HIDDEN:
-            self.hidden += 1
-        elif tag in self._BLOCKS:
-            self.parts.append("\n")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in self._HIDDEN:
-            self.hidden = max(0, self.hidden - 1)
-        elif tag in self._BLOCKS:
-            self.parts.append("\n")
-
-    def handle_data(self, data: str) -> None:
-        if not self.hidden:
-            self.parts.append(data)
-
-    def text(self) -> str:
-        lines = (" ".join(line.split()) for line in "".join(self.parts).split("\n"))
-        return "\n".join(line for line in lines if line)
-
-
-def page_text(body: bytes, content_type: str) -> str:
-    """The readable text of a downloaded page (HTML or plain text); "" for anything else (PDF, images)."""
-    charset = re.search(r"charset=([\w-]+)", content_type or "")
-    try:
-        decoded = body.decode(charset.group(1) if charset else "utf-8", "replace")
-    except LookupError:  # a charset Python does not know: most of such a page still reads as UTF-8
-        decoded = body.decode("utf-8", "replace")
-    kind = (content_type or "text/html").split(";")[0].strip().lower()
-    if kind == "text/plain":
-        return decoded
-    if kind not in ("text/html", "application/xhtml+xml"):
-        return ""
-    parser = _PageText()
-    parser.feed(decoded)
-    parser.close()
-    return parser.text()
 
 
 # ---- the retriever ----------------------------------------------------------------------------------------------
@@ -527,8 +230,8 @@ class WebSearchRetriever:
                                "JSON search endpoint (some need a parameter such as ?format=json)?") from None
 
     def _result_list(self, answer: Any) -> list[Any]:
-        results = _lookup(answer, self.fields["results"])
-        if results is _MISSING and self._results_seen:
+        results = lookup(answer, self.fields["results"])
+        if results is MISSING and self._results_seen:
             return []  # the API names no result list when a query finds nothing
         if not isinstance(results, list):
             keys = ", ".join(map(str, answer)) if isinstance(answer, Mapping) else type(answer).__name__
@@ -543,7 +246,7 @@ class WebSearchRetriever:
         if not isinstance(result, Mapping):
             raise ServiceError(f"the search API at {self.url} listed a result that is not an object: "
                                f"{str(result)[:200]!r}; check web_fields['results']")
-        title, url, text = (_lookup(result, self.fields[name]) for name in ("title", "url", "text"))
+        title, url, text = (lookup(result, self.fields[name]) for name in ("title", "url", "text"))
         title, text = plain_text(title), plain_text(text)  # a missing field reads as ""
         if not title and not text:
             return None
