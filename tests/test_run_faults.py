@@ -124,6 +124,32 @@ def test_a_run_killed_mid_rl_resumes_to_the_same_history(tmp_path):
     assert json.loads((run_dir / "provenance.json").read_text())["resumed"]
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds the run's processes through /proc (Linux)")
+def test_a_kernel_killed_mid_run_fails_the_run_instead_of_hanging(tmp_path):
+    # What the out-of-memory killer does to a kernel that grows too large: SIGKILL to the kernel alone, while the
+    # runner waits for the cell's reply. The runner used to wait for ever (its blocking kernel manager kept the
+    # liveness check from running); it must fail the run, say what happened and how to continue.
+    victim = _runner(tmp_path, "-p", "rl_steps", "40")
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and not list(tmp_path.glob("quickstart/*/checkpoints/rl/checkpoint-1")):
+        assert victim.poll() is None, victim.stderr.read()
+        time.sleep(0.2)
+    (run_dir,) = (tmp_path / "quickstart").iterdir()
+    (kernel,) = [pid for pid in _processes_running(run_dir) if pid != victim.pid]
+    os.kill(kernel, signal.SIGKILL)
+    try:
+        returncode = victim.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(victim.pid, signal.SIGKILL)
+        raise AssertionError("the runner still waits for a kernel that was killed a minute ago") from None
+    assert returncode != 0
+    stderr = victim.stderr.read()
+    assert "kernel died" in stderr and "--resume" in stderr, stderr
+    status = read_status(run_dir)
+    assert status["status"] == "failed" and "kernel died" in status["error"], status
+
+
 def test_resume_skips_half_written_checkpoints(tmp_path, tiny_policy):
     import shutil
 

@@ -449,13 +449,16 @@ def _execute(
 def _local_kernel_manager():
     """A kernel manager that talks to its kernel over local sockets (IPC) where the platform has them: the kernel
     never listens on a network port, and it does not print its warning about unencrypted TCP on every run."""
-    from jupyter_client.manager import KernelManager
+    # The asynchronous manager, as nbclient's default is: with the blocking one, nbclient's wait for a cell's reply
+    # blocks its event loop, so its once-a-second check that the kernel is alive never runs, and a kernel killed
+    # mid-cell (out of memory, SIGKILL) leaves the run hanging forever instead of failing with DeadKernelError.
+    from jupyter_client.manager import AsyncKernelManager
     from traitlets import CaselessStrEnum
 
     if os.name != "posix":
-        return KernelManager
+        return AsyncKernelManager
 
-    class LocalKernelManager(KernelManager):
+    class LocalKernelManager(AsyncKernelManager):
         transport = CaselessStrEnum(["tcp", "ipc"], default_value="ipc", config=True)
 
         def _ip_default(self) -> str:
@@ -480,6 +483,8 @@ def _failure_record(err: BaseException) -> dict[str, Any]:
             "execution_count": err.exec_count,
             "cell_source": getattr(err, "source", None),
         }
+    if type(err).__name__ == "DeadKernelError":
+        return {"error": "the notebook's kernel died mid-cell (killed: out of memory?); resume the run to continue"}
     return {"error": err}
 
 
@@ -498,6 +503,10 @@ def _failure_message(err: BaseException, output: Path) -> str:
             f"notebook failed in cell In [{err.exec_count}] ({first_line.strip()[:80]!r}): {err.ename}: {err.evalue}"
             f"\n  the executed notebook with the full traceback: {output}"
         )
+    if type(err).__name__ == "DeadKernelError":  # nbclient's; the kernel process ended without answering
+        return (f"the notebook's kernel died mid-cell (killed: out of memory? `dmesg | tail` says); the cells "
+                f"before it and the checkpoints are kept: {output}\n  continue with: python -m searchrl.runner "
+                f"--resume {output.parent}")
     return f"notebook run failed: {type(err).__name__}: {err}\n  partial notebook (if any): {output}"
 
 
