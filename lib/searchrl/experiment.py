@@ -78,6 +78,9 @@ class Experiment:
         self.protocol = get_protocol(cfg.protocol)
         self.corpus, self.train_rows, self.eval_rows = self._load_data()
         self.retriever = make_retriever(cfg.retriever, self.corpus, **service_options(cfg))
+        wait_until_up = getattr(self.retriever, "wait_until_up", None)
+        if wait_until_up is not None:  # a shared service may still be loading its index: wait before any search
+            wait_until_up(cfg.service_wait_s, say=lambda line: print(line, flush=True))
         self.tokenizer = load_tokenizer(cfg.model)
         self.results: dict = {}
         self.history = MetricsHistory(self.run_dir)
@@ -161,7 +164,9 @@ class Experiment:
         from searchrl.evaluate import evaluate
 
         cfg = self.cfg
-        rollout = cfg.rollout_config()
+        # retriever_outage_s is for training: a failed search must never change a score, so an outage stops the
+        # evaluation (its records are kept and a resumed run continues from them).
+        rollout = dataclasses.replace(cfg.rollout_config(), retriever_outage_s=0.0)
         if max_searches is not None:
             rollout = dataclasses.replace(rollout, max_searches=max_searches)
         slug = stage.replace(" ", "_")

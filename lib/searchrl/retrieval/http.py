@@ -16,6 +16,9 @@ Same contract as `searchrl.retrieval.base`: input checks, empty queries answered
   over a different corpus than the run's, or `service_empty_streak` non-empty queries in a row without a passage
   raise `ServiceError`. Never an empty list standing in for an outage.
 - **An LRU cache** of results (`service_cache_size` entries, one per query and k): rollouts repeat queries.
+- **Waiting for a late service**: `wait_until_up(service_wait_s)` holds a run at start until the service answers,
+  saying so every few seconds. After an outage the corpus is checked again on the next contact: a restarted
+  service may serve another index.
 
 Only the standard library is used, so trainers need no web framework; one keep-alive connection per thread.
 The retry loop (`Retries`), the per-thread connections (`KeepAliveConnections`) and the cache (`LRUCache`) are
@@ -40,6 +43,8 @@ from searchrl.retrieval.service import HEALTH_PATH, SEARCH_PATH, ServiceConfig, 
 ScoredDoc = tuple[Doc, "float | None"]
 RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 _NO_TIMEOUT_S = None  # retriever_timeout_s == 0 means wait forever, as in the rollout engine
+_WAIT_POLL_S = 0.5  # how often `wait_until_up` knocks: cheap (one /health request), and a start is seen quickly
+_WAIT_NOTICE_S = 5.0  # how often it says it is still waiting
 T = TypeVar("T")
 
 
@@ -263,7 +268,11 @@ class HTTPRetriever:
         results: list[list[ScoredDoc] | None] = [[] if not q else self._cache.get((q, k)) for q in cleaned]
         missing = list(dict.fromkeys(q for q, r in zip(cleaned, results) if r is None))  # each query asked once
         if missing:
-            answers = self._fetch(missing, k)
+            try:
+                answers = self._fetch(missing, k)
+            except ServiceUnavailableError:
+                self._health = None  # a service that went away may come back over another index: check it again
+                raise
             self._watch_empty_streak([answers[q] for q in missing])
             for query in missing:
                 self._cache.put((query, k), answers[query])
@@ -277,15 +286,66 @@ class HTTPRetriever:
     def health(self) -> dict[str, Any]:
         """The service's /health answer (fetched with retries on first use, then kept); checks the corpus."""
         if self._health is None:
-            answer = self._request("GET", HEALTH_PATH, None, deadline=self._deadline())
-            if not isinstance(answer, dict) or not isinstance(answer.get("passages"), int):
-                raise ServiceError(f"{self.url}{HEALTH_PATH} answered {str(answer)[:200]!r}, not a health record; "
-                                   "is a searchrl retrieval service listening there?")
-            self._check_corpus(answer)
-            self._health = answer
+            self._health = self._checked_health(self._request("GET", HEALTH_PATH, None, deadline=self._deadline()))
         return self._health
 
+    def wait_until_up(self, wait_s: float, *, say: Callable[[str], None] = print,
+                      every_s: float = _WAIT_NOTICE_S) -> float:
+        """Hold on until the service answers /health (checked as `health` checks it), for at most `wait_s` seconds,
+        saying every `every_s` seconds what it waits for; returns the seconds waited.
+
+        A run calls this before its first search, so that a service still loading its index delays the run instead
+        of failing it. Raises `ServiceUnavailableError` naming service_wait_s and the command that starts a service
+        when none answered in time; a service that answers wrongly (another corpus, no passages) raises
+        `ServiceError` at once, since waiting would not change it. `wait_s` 0: one `health()` call, with the
+        client's own retries.
+        """
+        if not wait_s:
+            self.health()
+            return 0.0
+        started = time.monotonic()
+        deadline = started + wait_s
+        next_notice, said = started, False
+        while True:
+            # one knock at a time: the client's retries and backoff would only blur when the service came up
+            knock_deadline = min(deadline, time.monotonic() + (self.timeout_s or wait_s))
+            try:
+                answer = self._attempt("GET", HEALTH_PATH, None, knock_deadline)
+            except RetryableFailure as error:
+                last = str(error)
+            else:
+                self._health = self._checked_health(answer)
+                waited = time.monotonic() - started
+                if said:
+                    say(f"the retrieval service at {self.url} is up after {waited:.1f} s of waiting")
+                return waited
+            now = time.monotonic()
+            if now >= next_notice:
+                say(f"waiting for the retrieval service at {self.url} ({now - started:.0f}s of {wait_s:g}s, "
+                    f"service_wait_s; last: {last}); start it with `{self.start_command()}`")
+                next_notice, said = now + every_s, True
+            time.sleep(max(0.0, min(_WAIT_POLL_S, deadline - now)))
+            if time.monotonic() >= deadline:  # checked before knocking: a knock needs time left to mean anything
+                raise ServiceUnavailableError(
+                    f"the retrieval service at {self.url} did not answer within service_wait_s={wait_s:g} s (last: "
+                    f"{last}); start it with `{self.start_command()}` (build DIR first with `python -m "
+                    "searchrl.retrieval.serve build --corpus ... --out DIR`), or raise service_wait_s")
+
+    def start_command(self) -> str:
+        """The command that serves an index folder (DIR) where this client looks for the service."""
+        parts = urlsplit(self.url)
+        host = "" if parts.hostname in ("127.0.0.1", "localhost") else f" --host {parts.hostname}"
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        return f"python -m searchrl.retrieval.serve --index DIR{host} --port {port}"
+
     # ---- internals ----------------------------------------------------------------------------------------------
+
+    def _checked_health(self, answer: Any) -> dict[str, Any]:
+        if not isinstance(answer, dict) or not isinstance(answer.get("passages"), int):
+            raise ServiceError(f"{self.url}{HEALTH_PATH} answered {str(answer)[:200]!r}, not a health record; "
+                               "is a searchrl retrieval service listening there?")
+        self._check_corpus(answer)
+        return answer
 
     def _check_corpus(self, health: dict[str, Any]) -> None:
         if not health.get("ok") or health["passages"] < 1:

@@ -34,7 +34,7 @@ WEB_SEARCH_PREFIX = "web+"
 
 @dataclass(frozen=True)
 class ServiceConfig:
-    """Limits of the shared retrieval service and the cache of its HTTP client."""
+    """Limits of the shared retrieval service, the cache of its HTTP client, and how long a run waits for it."""
 
     # == retrieval service ==
     service_cache_size: int = 4096
@@ -51,6 +51,10 @@ class ServiceConfig:
     service_empty_streak: int = 256
     """The HTTP retriever stops loudly after this many non-empty queries in a row got no passage at all (a service
     serving an empty or the wrong index); 0: never."""
+    service_wait_s: float = 300.0
+    """Seconds a run waits at start for its retrieval service to answer (it may still be loading its index), saying
+    so every few seconds, before it stops loudly naming the command that starts one; 0: no wait beyond the client's
+    own retries. Mid-run outages are bounded by retriever_outage_s."""
 
     def __post_init__(self) -> None:
         problems = [message for _, message in service_problems(self)]
@@ -62,9 +66,10 @@ class ServiceConfig:
         return {f.name: getattr(self, f.name) for f in fields(ServiceConfig)}
 
 
-# Inclusive lower bounds of the settings.
+# Inclusive lower bounds of the settings: integers, then seconds (any number).
 _MINIMUMS = {"service_cache_size": 0, "service_max_queries": 1, "service_max_query_chars": 1, "service_max_top_k": 1,
              "service_max_body_bytes": 1024, "service_empty_streak": 0}
+_SECONDS_MINIMUMS = {"service_wait_s": 0.0}
 
 
 def service_problems(values: Mapping[str, Any] | Any) -> list[tuple[str, str]]:
@@ -78,6 +83,14 @@ def service_problems(values: Mapping[str, Any] | Any) -> list[tuple[str, str]]:
         if isinstance(value, bool) or not isinstance(value, int):
             problems.append((name, f"{name} must be an integer, got {value!r}"))
         elif value < low:
+            problems.append((name, f"{name} must be >= {low}, got {value!r}"))
+    for name, low in _SECONDS_MINIMUMS.items():
+        value = get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            problems.append((name, f"{name} must be a number of seconds, got {value!r}"))
+        elif not value >= low:  # also refuses NaN
             problems.append((name, f"{name} must be >= {low}, got {value!r}"))
     return problems
 

@@ -36,6 +36,12 @@ class RolloutConfig:
     """Failed retriever calls retried (with doubling waits from retriever_backoff_s) before the run stops loudly."""
     retriever_backoff_s: float = 1.0
     """Wait before the first retry of a failed retriever call; each further retry waits twice as long."""
+    retriever_outage_s: float = 0.0
+    """Seconds rollouts ride out a retriever that stays down mid-run: a search batch that still fails after its
+    retries is answered with a "search failed" notice instead of documents (counted: search/failed_searches) and
+    the rollouts go on, until the retriever has answered nothing for this long; then the run stops loudly, keeping
+    its checkpoints. 0: the first batch that fails stops the run. `Experiment.evaluate` always uses 0, so that a
+    failed search never changes a score."""
     temperature: float = 1.0
     """Sampling temperature of training rollouts (0: greedy). Evaluation decodes greedily unless told otherwise."""
     top_p: float = 1.0
@@ -57,7 +63,8 @@ class RolloutConfig:
 
 # Inclusive lower bounds of the numeric settings.
 _MINIMUMS = {"max_searches": 0, "top_k": 1, "max_turn_tokens": 0, "max_completion_tokens": 1, "max_query_chars": 1,
-             "temperature": 0.0, "retriever_timeout_s": 0.0, "retriever_retries": 0, "retriever_backoff_s": 0.0}
+             "temperature": 0.0, "retriever_timeout_s": 0.0, "retriever_retries": 0, "retriever_backoff_s": 0.0,
+             "retriever_outage_s": 0.0}
 
 
 def rollout_problems(values: Any) -> list[tuple[str, str]]:

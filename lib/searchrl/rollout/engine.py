@@ -8,17 +8,25 @@ The retriever contract is checked here, in one place (`SearchRollout.search`): o
 `RetrieverError`; empty lists are counted (`Trajectory.empty_results`, logged as `search/empty_results`); a call
 that raises or outlasts `retriever_timeout_s` is retried `retriever_retries` times with doubling waits, and a
 retriever that stays down stops the run with an error that says so, instead of training on missing documents.
+With `retriever_outage_s` > 0 a mid-run outage is ridden out for that long: a batch that still fails after its
+retries gets a "search failed" notice in place of documents, counted (`Trajectory.failed_searches`, logged as
+`search/failed_searches`), and the run stops only once the retriever has answered nothing for that long.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import sys
 import time
 from dataclasses import dataclass, field
 
 from searchrl.progress import progress_bar
 from searchrl.protocols.base import SearchProtocol
 from searchrl.rollout.base import RolloutConfig, TurnGenerator, first_stop_end
+
+# The observation in place of documents when the retriever stayed down: it names the failure, so that it is not
+# mistaken for (or trained as) a search that found nothing.
+SEARCH_FAILED_NOTICE = "Search failed: the search engine did not answer. Answer with what you know."
 
 
 @dataclass
@@ -33,6 +41,7 @@ class Trajectory:
     doc_ids: list[list[str]] = field(default_factory=list)  # ids retrieved for each query
     invalid_queries: int = 0  # empty or over-long queries, answered with a refusal
     empty_results: int = 0  # searches the retriever answered with no document
+    failed_searches: int = 0  # searches the retriever never answered (down past its retries): a notice instead
     hit_search_budget: bool = False  # asked for more searches than allowed
     hit_length_budget: bool = False  # the token budget ended the rollout
     finish: str = ""  # "answer" (closed answer / other stop), "eos", "length"
@@ -57,6 +66,15 @@ class RetrieverError(RuntimeError):
     """The retriever broke its contract (wrong number of result lists, not documents) or stayed down."""
 
 
+class RetrieverDownError(RetrieverError):
+    """Every attempt of one retriever call failed; `down_s`: seconds since the retriever last answered (since the
+    first failure of this outage)."""
+
+    def __init__(self, message: str, down_s: float) -> None:
+        super().__init__(message)
+        self.down_s = down_s
+
+
 class SearchRollout:
     """Batched multi-turn search rollouts over any `TurnGenerator` and `Retriever`."""
 
@@ -68,6 +86,8 @@ class SearchRollout:
         self.collective = collective
         self.progress = progress
         self.retrieval_s = 0.0  # time spent in the retriever, summed over rollouts
+        self.failed_searches = 0  # searches answered with SEARCH_FAILED_NOTICE, summed over rollouts
+        self._down_since: float | None = None  # when the current outage began (its first failed attempt)
 
     def encode_observation(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -144,7 +164,13 @@ class SearchRollout:
         if not pending:
             return
         # One retriever call for every pending query of the batch.
-        results = self.search([q for _, q in pending])
+        try:
+            results = self.search([q for _, q in pending])
+        except RetrieverDownError as down:
+            if down.down_s >= self.config.retriever_outage_s:
+                raise
+            self._answer_failed_searches(pending, down)
+            return
         for (traj, query), docs in zip(pending, results, strict=True):
             traj.queries.append(query)
             traj.doc_ids.append([d.id for d in docs])
@@ -152,7 +178,10 @@ class SearchRollout:
             self._append_observation(traj, self.protocol.format_observation(docs))
 
     def search(self, queries: list[str]) -> list[list]:
-        """The retriever's documents for `queries`, checked: one list per query, retried on failure or timeout."""
+        """The retriever's documents for `queries`, checked: one list per query, retried on failure or timeout.
+
+        Raises `RetrieverDownError` (saying how long the retriever has answered nothing) when every attempt failed.
+        """
         cfg = self.config
         failures: list[str] = []
         for attempt in range(cfg.retriever_retries + 1):
@@ -163,14 +192,32 @@ class SearchRollout:
                 results = self._call_retriever(queries)
             except Exception as err:  # noqa: BLE001  (any failure of the retriever counts; the last one is raised)
                 failures.append(f"{type(err).__name__}: {err}")
+                if self._down_since is None:
+                    self._down_since = time.monotonic()
                 continue
             finally:
                 self.retrieval_s += time.perf_counter() - started
+            self._down_since = None
             return self._checked(results, queries)
-        raise RetrieverError(
+        down_s = time.monotonic() - self._down_since
+        raise RetrieverDownError(
             f"the retriever {self.retriever!r} failed {len(failures)} times in a row for a batch of {len(queries)} "
-            f"queries (last: {failures[-1]}); check it is up, or raise retriever_timeout_s / retriever_retries"
-        )
+            f"queries (last: {failures[-1]}); it has answered nothing for {down_s:.1f} s (retriever_outage_s="
+            f"{cfg.retriever_outage_s:g}); check it is up, or raise retriever_timeout_s / retriever_retries / "
+            "retriever_outage_s", down_s)
+
+    def _answer_failed_searches(self, pending: list, down: RetrieverDownError) -> None:
+        """Within retriever_outage_s: each pending query is a search that failed, answered with a notice."""
+        for traj, query in pending:
+            traj.queries.append(query)  # the model asked: the search counts against its budget, as any other
+            traj.doc_ids.append([])
+            traj.failed_searches += 1
+            self._append_observation(traj, self.protocol.invalid_query_observation(SEARCH_FAILED_NOTICE))
+        self.failed_searches += len(pending)
+        # said on stderr as it happens: the per-step metric only appears once the step is logged
+        print(f"retriever down for {down.down_s:.1f} s of retriever_outage_s={self.config.retriever_outage_s:g}: "
+              f"{len(pending)} searches answered 'search failed' ({self.failed_searches} so far); rollouts go on",
+              file=sys.stderr, flush=True)
 
     def _call_retriever(self, queries: list[str]):
         timeout = self.config.retriever_timeout_s
@@ -221,6 +268,7 @@ def summarize(trajs: list[Trajectory]) -> dict[str, float]:
         "search/frac_searched": sum(t.num_searches > 0 for t in trajs) / n,
         "search/invalid_queries_per_sample": sum(t.invalid_queries for t in trajs) / n,
         "search/empty_results": sum(t.empty_results for t in trajs) / n,
+        "search/failed_searches": sum(t.failed_searches for t in trajs) / n,
         "search/hit_search_budget": sum(t.hit_search_budget for t in trajs) / n,
         "search/hit_length_budget": sum(t.hit_length_budget for t in trajs) / n,
         "search/masked_token_frac": sum(m == 0 for t in trajs for m in t.env_mask) / max(tokens, 1),
