@@ -94,3 +94,29 @@ def test_mistyped_evaluation_names_fail_before_anything_runs():
     cfg = RunConfig.from_params(None, benchmarks=["synthetic", "r1s_2wiki"], baselines=["prompted_search:r_search"],
                                 eval_metrics=["f1:r_search"], judge="openai:m@http://localhost:1/v1")
     assert cfg.benchmarks == ["synthetic", "r1s_2wiki"]
+
+
+def test_a_resumed_suite_keeps_the_baselines_it_already_scored(suite, monkeypatch):
+    from searchrl import baselines
+
+    rows = [{"id": f"q{i}", "question": "?"} for i in range(40)]
+    result = EvalResult(records=suite.results[("hotpotqa", "policy")].records.assign(answered=True))
+    suite._finish_result("hotpotqa", "rag", result)
+    kept = suite.finished_result("hotpotqa", "rag", rows)
+    assert kept is not None
+    pd.testing.assert_series_equal(kept.records["f1"], result.records["f1"], check_dtype=False)
+    assert suite.finished_result("hotpotqa", "rag", rows[:39]) is None  # other questions: score again
+    assert suite.finished_result("hotpotqa", "ircot", rows) is None  # never scored
+    (suite.run_dir / "trajectories" / "hotpotqa" / "rag.jsonl").write_text('{"id": "q0", "f1"')  # cut by a kill
+    assert suite.finished_result("hotpotqa", "rag", rows) is None
+
+    suite._finish_result("hotpotqa", "rag", result)
+    del suite.results[("hotpotqa", "rag")]
+    suite.tokenizer = None
+    calls = []
+    monkeypatch.setattr(baselines, "evaluate_baseline", lambda *a, **k: calls.append(a) or result)
+    suite._evaluate_baseline("hotpotqa", "rag", None, object(), rows)  # not resuming: scored again
+    assert len(calls) == 1
+    suite.cfg = suite.cfg.replace(resume=True)
+    suite._evaluate_baseline("hotpotqa", "rag", None, object(), rows)  # resuming: kept
+    assert len(calls) == 1 and ("hotpotqa", "rag") in suite.results

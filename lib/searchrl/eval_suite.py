@@ -182,6 +182,11 @@ class EvalSuite:
     def _evaluate_baseline(self, bench: str, baseline: str, model, retriever, rows) -> None:
         from searchrl.baselines import MissingRetrieverError, evaluate_baseline
 
+        finished = self.finished_result(bench, baseline, rows) if self.cfg.resume else None
+        if finished is not None:  # a resumed run keeps the baselines it already scored (they have no resume of
+            self.results[(bench, baseline)] = finished  # their own, and some take the better part of an hour)
+            print(f"{bench}: {baseline} already scored in this run; kept")
+            return
         try:
             result = evaluate_baseline(baseline, model, self.tokenizer, retriever, rows,
                                        rollout=self.cfg.rollout_config(), batch_size=self.cfg.eval_batch_size,
@@ -208,6 +213,26 @@ class EvalSuite:
         result.to_json(self.run_dir / "eval" / bench / f"{_slug(method)}.json")
         result.trajectories_jsonl(self.run_dir / "trajectories" / bench / f"{_slug(method)}.jsonl")
         self.results[(bench, method)] = result
+
+    def finished_result(self, bench: str, method: str, rows) -> Any:
+        """The saved result of `method` on `bench` when this run folder holds a complete one for exactly `rows`
+        (both its summary and its records, written last), else None."""
+        import json
+
+        from searchrl.evaluate import EvalResult
+
+        summary = self.run_dir / "eval" / bench / f"{_slug(method)}.json"
+        records = self.run_dir / "trajectories" / bench / f"{_slug(method)}.jsonl"
+        if not (summary.exists() and records.exists()):
+            return None
+        try:
+            frame = pd.read_json(records, lines=True, dtype={"id": str})
+            config = json.loads(summary.read_text(encoding="utf-8")).get("config", {})
+        except ValueError:  # a file cut short by a kill: score the method again
+            return None
+        if list(frame.get("id", [])) != [str(row.get("id", "")) for row in rows]:
+            return None
+        return EvalResult(records=frame, config=config)
 
     def judge(self):
         """The LLM judge named by `judge` (None when off), built once."""
