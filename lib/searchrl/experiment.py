@@ -149,9 +149,19 @@ class Experiment:
         return model
 
     def save_model(self, model, name: str) -> Path:
+        from accelerate import PartialState
+
         from searchrl.models import save_policy
 
-        return save_policy(model, self.tokenizer, self.run_dir / "checkpoints" / name)
+        # Under several processes (accelerate launch) each holds the same weights: one writes them, and every
+        # process waits for the files before going on, since the next RL stage loads its start from this folder (two
+        # writers, or a reader early, saw a half-written config.json).
+        state = PartialState()
+        folder = self.run_dir / "checkpoints" / name
+        if state.is_main_process:
+            folder = save_policy(model, self.tokenizer, folder)
+        state.wait_for_everyone()
+        return folder
 
     # ---- evaluation -------------------------------------------------------------------------------------------
 
