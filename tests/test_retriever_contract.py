@@ -106,3 +106,13 @@ def test_a_failed_evaluation_keeps_its_records_and_a_rerun_continues(tokenizer, 
     assert list(result.records["id"]) == ["q0", "q1", "q2", "q3"] and result.config["resumed_questions"] == 2
     assert list(result.records["em"]) == [1.0] * 4
     assert [json.loads(line)["id"] for line in path.read_text().splitlines()] == ["q0", "q1", "q2", "q3"]
+
+
+def test_an_evaluation_never_rides_out_an_outage_whatever_the_run_allows(tokenizer):
+    # retriever_outage_s lets training rollouts answer a failed search with a notice; scored questions must not be.
+    rows = [make_row(f"q{i}", f"When was Entity{i} founded?", [str(1900 + i)]) for i in range(4)]
+    scripts = [[f"<search>Entity{i}</search>", f"<answer>{1900 + i}</answer>"] for i in range(4)]
+    cfg = RolloutConfig(max_completion_tokens=512, retriever_retries=0, retriever_outage_s=600)
+    with pytest.raises(RetrieverError, match=r"retriever_outage_s=0\)"):
+        evaluate(None, tokenizer, MiniProtocol(), DownAfterOneCall(), rows, generator=ScriptedGenerator(tokenizer, scripts),
+                 rollout=cfg, batch_size=2, progress=False)

@@ -14,6 +14,7 @@ which tokens the model wrote and which the search engine appended.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import time
@@ -308,7 +309,9 @@ def evaluate(
     """
     rows = check_rows(rows)
     protocol = get_protocol(protocol)
-    rollout = rollout or RolloutConfig()
+    # A search that failed must never change a score: whatever the run allows its training rollouts, an evaluation
+    # stops at the first retriever outage (its records so far are kept, and `resume` continues from them).
+    rollout = dataclasses.replace(rollout or RolloutConfig(), retriever_outage_s=0.0)
     done = _recorded(records_path, rows) if resume else {}
     records: list[dict[str, Any]] = list(done.values())
     sink = None

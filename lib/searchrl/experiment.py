@@ -174,9 +174,7 @@ class Experiment:
         from searchrl.evaluate import evaluate
 
         cfg = self.cfg
-        # retriever_outage_s is for training: a failed search must never change a score, so an outage stops the
-        # evaluation (its records are kept and a resumed run continues from them).
-        rollout = dataclasses.replace(cfg.rollout_config(), retriever_outage_s=0.0)
+        rollout = cfg.rollout_config()  # `evaluate` itself stops at a retriever outage, whatever the run allows
         if max_searches is not None:
             rollout = dataclasses.replace(rollout, max_searches=max_searches)
         slug = stage.replace(" ", "_")
