@@ -212,6 +212,23 @@ class LRUCache:
     def __len__(self) -> int:
         return len(self._items)
 
+    def info(self) -> CacheInfo:
+        """Hits and misses so far, with the current size and the capacity."""
+        return CacheInfo(self.hits, self.misses, len(self), self.capacity)
+
+    def results(self, queries: list[str], k: int, fetch) -> list[list[Any]]:
+        """One result list per query of `queries` (cleaned; an empty one is answered with []): from the cache where
+        it holds (query, k), the rest from `fetch(missing) -> {query: results}`, each distinct query asked once and
+        its results cached."""
+        results: list[list[Any] | None] = [[] if not q else self.get((q, k)) for q in queries]
+        missing = list(dict.fromkeys(q for q, r in zip(queries, results) if r is None))
+        if missing:
+            answers = fetch(missing)
+            for query in missing:
+                self.put((query, k), answers[query])
+            results = [answers[q] if r is None else r for q, r in zip(queries, results)]
+        return [list(r) for r in results]
+
 
 class HTTPRetriever:
     """Searches the retrieval service at `url` (see the module docstring).
@@ -265,23 +282,20 @@ class HTTPRetriever:
         if not any(cleaned):
             return [[] for _ in cleaned]
         k = min(k, len(self))  # clamped to the corpus, as in-process; k=1000 and k=len(corpus) share cache entries
-        results: list[list[ScoredDoc] | None] = [[] if not q else self._cache.get((q, k)) for q in cleaned]
-        missing = list(dict.fromkeys(q for q, r in zip(cleaned, results) if r is None))  # each query asked once
-        if missing:
-            try:
-                answers = self._fetch(missing, k)
-            except ServiceUnavailableError:
-                self._health = None  # a service that went away may come back over another index: check it again
-                raise
-            self._watch_empty_streak([answers[q] for q in missing])
-            for query in missing:
-                self._cache.put((query, k), answers[query])
-            results = [answers[q] if r is None else r for q, r in zip(cleaned, results)]
-        return [list(r) for r in results]
+        return self._cache.results(cleaned, k, lambda missing: self._fetch_watched(missing, k))
+
+    def _fetch_watched(self, missing: list[str], k: int) -> dict[str, list[ScoredDoc]]:
+        try:
+            answers = self._fetch(missing, k)
+        except ServiceUnavailableError:
+            self._health = None  # a service that went away may come back over another index: check it again
+            raise
+        self._watch_empty_streak([answers[q] for q in missing])
+        return answers
 
     def cache_info(self) -> CacheInfo:
         """Hits and misses of the result cache so far (a query answered from the cache is a hit)."""
-        return CacheInfo(self._cache.hits, self._cache.misses, len(self._cache), self._cache.capacity)
+        return self._cache.info()
 
     def health(self) -> dict[str, Any]:
         """The service's /health answer (fetched with retries on first use, then kept); checks the corpus."""

@@ -130,20 +130,11 @@ class WebSearchRetriever:
     def search(self, queries: list[str], k: int) -> list[list[Doc]]:
         """Up to `k` results per query, best first as the API ranks them; one list per query, in query order."""
         check_k(k, sys.maxsize)  # type and range, before any request
-        cleaned = clean_queries(queries)
-        results: list[list[Doc] | None] = [[] if not q else self._cache.get((q, k)) for q in cleaned]
-        missing = list(dict.fromkeys(q for q, r in zip(cleaned, results) if r is None))  # each query asked once
-        if missing:
-            deadline = self.retry.deadline()
-            answers = dict(zip(missing, self._map(lambda query: self._search_one(query, k, deadline), missing)))
-            for query in missing:
-                self._cache.put((query, k), answers[query])
-            results = [answers[q] if r is None else r for q, r in zip(cleaned, results)]
-        return [list(r) for r in results]
+        return self._cache.results(clean_queries(queries), k, lambda missing: self._fetch(missing, k))
 
     def cache_info(self) -> CacheInfo:
         """Hits and misses of the result cache so far (a query answered from the cache is a hit)."""
-        return CacheInfo(self._cache.hits, self._cache.misses, len(self._cache), self._cache.capacity)
+        return self._cache.info()
 
     def close(self) -> None:
         """Close this thread's connection and stop the worker threads."""
@@ -162,6 +153,11 @@ class WebSearchRetriever:
             if self._pool is None:  # kept, so its threads keep their connections alive between batches
                 self._pool = ThreadPoolExecutor(self.settings.web_parallel, thread_name_prefix="web-search")
         return list(self._pool.map(work, queries))
+
+    def _fetch(self, missing: list[str], k: int) -> dict[str, list[Doc]]:
+        """The API's results for each of `missing`, within one deadline for the whole batch."""
+        deadline = self.retry.deadline()
+        return dict(zip(missing, self._map(lambda query: self._search_one(query, k, deadline), missing)))
 
     def _search_one(self, query: str, k: int, deadline: float | None) -> list[Doc]:
         answer = self.retry.call(
