@@ -35,6 +35,7 @@ import pandas as pd
 
 from searchrl.data.schema import check_rows
 from searchrl.progress import progress_bar
+from searchrl.settings import raise_problems
 
 __all__ = [
     "BUCKETS",
@@ -86,9 +87,7 @@ class DifficultyConfig:
     rl_stage2: {...}}, R1-Searcher Table 1). Empty: every labelled question."""
 
     def __post_init__(self) -> None:
-        problems = [message for _, message in difficulty_problems(asdict(self))]
-        if problems:
-            raise ValueError("invalid DifficultyConfig: " + "; ".join(problems))
+        raise_problems("DifficultyConfig", difficulty_problems(asdict(self)))
 
 
 # ---------------------------------------------------------------------------------------------- settings checks

@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from searchrl.retrieval.base import MAX_QUERY_CHARS, Doc
+from searchrl.settings import raise_problems
 
 SEARCH_PATH = "/search"
 HEALTH_PATH = "/health"
@@ -57,9 +58,7 @@ class ServiceConfig:
     own retries. Mid-run outages are bounded by retriever_outage_s."""
 
     def __post_init__(self) -> None:
-        problems = [message for _, message in service_problems(self)]
-        if problems:
-            raise ValueError("invalid ServiceConfig: " + "; ".join(problems))
+        raise_problems("ServiceConfig", service_problems(self))
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as a plain dict."""

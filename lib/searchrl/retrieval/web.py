@@ -64,6 +64,7 @@ from searchrl.retrieval.web_text import (
     page_text,
     plain_text,
 )
+from searchrl.settings import raise_problems
 
 _PAGE_BYTES = 2 * 1024 * 1024  # enough for the text of any article; bounds a runaway download
 _PAGE_TIMEOUT_S = 10.0
@@ -100,9 +101,7 @@ class WebSearchRetriever:
         parsed = web_search_url(WEB_SEARCH_PREFIX + url if not is_web_search_name(url) else url)
         self.url = parsed
         self.settings = web if web is not None else WebSearchConfig()
-        problems = [message for _, message in web_search_problems(self.settings)]
-        if problems:
-            raise ValueError("invalid web-search settings: " + "; ".join(problems))
+        raise_problems("web-search settings", web_search_problems(self.settings))
         self.fields = {**DEFAULT_FIELDS, **self.settings.web_fields}
         self.max_words = self.settings.web_max_words
         self.summarizer = summarizer if summarizer is not None else OverlapSummarizer(max(self.max_words, 1))

@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from searchrl.retrieval.service import WEB_SEARCH_PREFIX, is_web_search_name
+from searchrl.settings import raise_problems
 
 # Where the answers of widely used search APIs keep their results; '|' separates alternatives tried in order.
 DEFAULT_FIELDS = {
@@ -56,9 +57,7 @@ class WebSearchConfig:
     """Queries of one batch sent to the API at the same time (an API answers one query per request); 1: in turn."""
 
     def __post_init__(self) -> None:
-        problems = [message for _, message in web_search_problems(self)]
-        if problems:
-            raise ValueError("invalid WebSearchConfig: " + "; ".join(problems))
+        raise_problems("WebSearchConfig", web_search_problems(self))
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as a plain dict."""

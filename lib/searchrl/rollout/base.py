@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any, Protocol
 
+from searchrl.settings import raise_problems
+
 
 @dataclass(frozen=True)
 class RolloutConfig:
@@ -48,9 +50,7 @@ class RolloutConfig:
     """Nucleus sampling: sample from the smallest set of tokens whose probability reaches top_p (1: all)."""
 
     def __post_init__(self) -> None:
-        problems = [message for _, message in rollout_problems(self)]
-        if problems:
-            raise ValueError("invalid RolloutConfig: " + "; ".join(problems))
+        raise_problems("RolloutConfig", rollout_problems(self))
 
     def replace(self, **changes: Any) -> RolloutConfig:
         """A copy with `changes` applied (and checked)."""

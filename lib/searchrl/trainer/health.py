@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from searchrl.protocols.base import looks_garbled
+from searchrl.settings import raise_problems
 
 __all__ = [
     "ACTIONS",
@@ -87,9 +88,7 @@ class HealthConfig:
     """JSON file of alarms and checkpoints; empty: health.json in the trainer's output folder."""
 
     def __post_init__(self) -> None:
-        problems = [message for _, message in health_problems(asdict(self))]
-        if problems:
-            raise ValueError("invalid HealthConfig: " + "; ".join(problems))
+        raise_problems("HealthConfig", health_problems(asdict(self)))
 
 
 def health_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:

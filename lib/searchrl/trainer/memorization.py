@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from searchrl.protocols.base import SearchProtocol
+from searchrl.settings import raise_problems
 
 
 @dataclass(frozen=True)
@@ -47,9 +48,7 @@ class MemorizationConfig:
 
     def __post_init__(self) -> None:
         values = {f.name: getattr(self, f.name) for f in fields(MemorizationConfig)}
-        problems = [message for _, message in memorization_problems(values)]
-        if problems:
-            raise ValueError("invalid MemorizationConfig: " + "; ".join(problems))
+        raise_problems("MemorizationConfig", memorization_problems(values))
 
     @property
     def memorization_on(self) -> bool:

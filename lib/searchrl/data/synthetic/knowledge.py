@@ -24,6 +24,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from searchrl.data.synthetic.entities import Entity
+from searchrl.settings import raise_problems
 
 INTERNAL, EXTERNAL, MIXED = "internal", "external", "mixed"
 KNOWLEDGE_LABELS = (INTERNAL, EXTERNAL, MIXED)
@@ -43,9 +44,7 @@ class KnowledgeConfig:
     trajectories happen to recall them)."""
 
     def __post_init__(self) -> None:
-        problems = [message for _, message in knowledge_problems({f.name: getattr(self, f.name) for f in fields(self)})]
-        if problems:
-            raise ValueError("invalid KnowledgeConfig: " + "; ".join(problems))
+        raise_problems("KnowledgeConfig", knowledge_problems({f.name: getattr(self, f.name) for f in fields(self)}))
 
 
 def knowledge_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
