@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from searchrl.retrieval.base import MAX_QUERY_CHARS, Doc
-from searchrl.settings import raise_problems
+from searchrl.settings import integer_problems, raise_problems, seconds_problems
 
 SEARCH_PATH = "/search"
 HEALTH_PATH = "/health"
@@ -74,24 +74,7 @@ _SECONDS_MINIMUMS = {"service_wait_s": 0.0}
 def service_problems(values: Mapping[str, Any] | Any) -> list[tuple[str, str]]:
     """(field, message) for every out-of-range service setting of `values` (a mapping or an object with the names)."""
     get = values.get if isinstance(values, Mapping) else lambda name: getattr(values, name, None)
-    problems = []
-    for name, low in _MINIMUMS.items():
-        value = get(name)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int):
-            problems.append((name, f"{name} must be an integer, got {value!r}"))
-        elif value < low:
-            problems.append((name, f"{name} must be >= {low}, got {value!r}"))
-    for name, low in _SECONDS_MINIMUMS.items():
-        value = get(name)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            problems.append((name, f"{name} must be a number of seconds, got {value!r}"))
-        elif not value >= low:  # also refuses NaN
-            problems.append((name, f"{name} must be >= {low}, got {value!r}"))
-    return problems
+    return integer_problems(get, _MINIMUMS) + seconds_problems(get, _SECONDS_MINIMUMS)
 
 
 def service_url(name: str) -> str | None:

@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from searchrl.retrieval.service import WEB_SEARCH_PREFIX, is_web_search_name
-from searchrl.settings import raise_problems
+from searchrl.settings import integer_problems, raise_problems
 
 # Where the answers of widely used search APIs keep their results; '|' separates alternatives tried in order.
 DEFAULT_FIELDS = {
@@ -101,14 +101,7 @@ def web_search_problems(values: Mapping[str, Any] | Any) -> list[tuple[str, str]
                 elif not isinstance(path, str) or not all(part.strip() for part in path.split("|")):
                     message = f"web_fields[{key!r}] must be a dotted path such as data.hits, got {path!r}"
                     problems.append(("web_fields", message))
-    for name, low in (("web_max_words", 0), ("web_parallel", 1)):
-        value = get(name)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int):
-            problems.append((name, f"{name} must be an integer, got {value!r}"))
-        elif value < low:
-            problems.append((name, f"{name} must be >= {low}, got {value!r}"))
+    problems += integer_problems(get, {"web_max_words": 0, "web_parallel": 1})
     fetch = get("web_fetch_pages")
     if fetch is not None and not isinstance(fetch, bool):
         problems.append(("web_fetch_pages", f"web_fetch_pages must be true or false, got {fetch!r}"))
