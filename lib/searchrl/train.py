@@ -11,6 +11,13 @@ main process evaluates, after the last collective step, so the others never wait
     accelerate launch --config_file launch/zero2.yaml -m searchrl.train -f params/quickstart/gpu.yaml
 
 ZeRO-3 is refused for now (see `launch_problem`).
+
+A run that was killed (one process or several) continues in its own folder with ``--resume RUN_DIR``, launched the
+way it was first launched: its saved parameters (plus any ``-p`` values) with ``resume: true``, so the cold start is
+loaded rather than redone, each RL stage continues from its last complete checkpoint, and the evaluation keeps the
+questions it already scored::
+
+    accelerate launch --config_file launch/cpu_2proc.yaml -m searchrl.train --resume outputs/train/<run id>
 """
 
 from __future__ import annotations
@@ -22,37 +29,69 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from searchrl.config import ConfigError, RunConfig, load_params_file
+from searchrl.ownership import RunBusyError
 
 _OWNED: list = []  # the main process's ownership of its run folder, kept referenced so its lock and heartbeat live
 
 
-def resolve_config(files: Sequence[str], params: Sequence[tuple[str, str]]) -> RunConfig:
-    """The run's parameters: RunConfig defaults, then each file, then the ``-p`` pairs (values read as YAML)."""
+def resolve_config(files: Sequence[str], params: Sequence[tuple[str, str]],
+                   resume_dir: str | Path | None = None) -> RunConfig:
+    """The run's parameters: RunConfig defaults, then each file, then the ``-p`` pairs (values read as YAML). With
+    `resume_dir`, the folder's saved parameters take the files' place and ``resume`` is switched on."""
     from searchrl.runner import _parse_overrides  # the runner's reading of -p values, shared
 
+    if resume_dir is not None:
+        if files:
+            raise ConfigError("--resume continues a run with the parameters saved in its folder; drop the -f files "
+                              "(a -p value still overrides one setting)")
+        saved = Path(resume_dir) / "params.yaml"
+        if not saved.is_file():
+            raise ConfigError(f"cannot resume {resume_dir}: it is not a run folder (no params.yaml)")
+        files = [saved]
     sources = [(str(path), load_params_file(path)[0]) for path in files]
     if params:
         sources.append(("-p", _parse_overrides(params)))
+    if resume_dir is not None:
+        sources.append(("--resume", {"resume": True}))
     return RunConfig.merge(*sources)
 
 
-def shared_run_dir(cfg: RunConfig, state, command: list[str]) -> Path:
-    """A new run folder created and owned by the main process; every process returns the same path."""
+def shared_run_dir(cfg: RunConfig, state, command: list[str], resume_dir: str | Path | None = None) -> Path:
+    """The run folder, owned by the main process (a new one, or `resume_dir` taken over again); every process
+    returns the same path. A folder still owned by a live run raises RunBusyError on the main process."""
     from accelerate.utils import broadcast_object_list
 
-    from searchrl.ownership import RunOwnership
-    from searchrl.rundir import create_run_dir, mark_status, write_provenance
-
-    path = [None]
+    path: list = [None]
     if state.is_main_process:
-        folder = create_run_dir("train", cfg.run_name, cfg.output_root)
-        write_provenance(folder, cfg, notebook="train", command=command)
-        mark_status(folder, "running")
-        _OWNED.append(RunOwnership(folder).acquire())
-        path = [str(folder)]
+        try:
+            path = [str(_own_run_dir(cfg, command, resume_dir))]
+        except RunBusyError as err:
+            path = [{"busy": str(err)}]  # told to every process, so the others stop too instead of waiting
     if state.num_processes > 1:
         broadcast_object_list(path, from_process=0)
+    if isinstance(path[0], dict):
+        raise RunBusyError(path[0]["busy"])
     return Path(path[0])
+
+
+def _own_run_dir(cfg: RunConfig, command: list[str], resume_dir: str | Path | None) -> Path:
+    """The main process's part of `shared_run_dir`: create (or take over) the folder, own it, record the launch."""
+    from searchrl.ownership import RunOwnership
+    from searchrl.rundir import create_run_dir, git_state, mark_status, now_iso, read_json, write_json, write_provenance
+
+    if resume_dir is None:
+        folder = create_run_dir("train", cfg.run_name, cfg.output_root)
+        write_provenance(folder, cfg, notebook="train", command=command)
+    else:
+        folder = Path(resume_dir)
+    _OWNED.append(RunOwnership(folder).acquire())  # before anything is rewritten: a live owner keeps its folder
+    if resume_dir is not None:
+        cfg.to_yaml(folder / "params.yaml", header=f"Resolved parameters of run {folder.name} (resumed)")
+        provenance = read_json(folder / "provenance.json") or {}
+        provenance.setdefault("resumed", []).append({"time": now_iso(), "command": command, "git": git_state()})
+        write_json(folder / "provenance.json", provenance)
+    mark_status(folder, "running")
+    return folder
 
 
 def launch_problem() -> str | None:
@@ -66,8 +105,9 @@ def launch_problem() -> str | None:
     return None
 
 
-def train(cfg: RunConfig, command: list[str]) -> Path:
-    """Cold start and RL as the run's parameters say; the main process then evaluates and finishes the folder."""
+def train(cfg: RunConfig, command: list[str], resume_dir: str | Path | None = None) -> Path:
+    """Cold start and RL as the run's parameters say; the main process then evaluates and finishes the folder.
+    With `resume_dir` (and `cfg.resume`), the run continues in that folder."""
     from accelerate import PartialState
 
     from searchrl.experiment import Experiment
@@ -76,7 +116,7 @@ def train(cfg: RunConfig, command: list[str]) -> Path:
 
     # The process group is the trainers' own (the same device choice), started early to share the folder's path.
     state = PartialState(cpu=hardware_args(cfg)["use_cpu"])
-    run_dir = shared_run_dir(cfg, state, command)
+    run_dir = shared_run_dir(cfg, state, command, resume_dir)
     try:
         exp = Experiment(cfg, notebook="train", run_dir=run_dir)
         model = exp.train_rl(exp.cold_start(exp.load_model()))
@@ -99,6 +139,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="parameter file (repeatable; later files win)")
     parser.add_argument("-p", "--param", dest="params", action="append", nargs=2, default=[],
                         metavar=("KEY", "VALUE"), help="one parameter, value parsed as YAML; wins over files")
+    parser.add_argument("--resume", metavar="RUN_DIR", default=None,
+                        help="continue a killed run in its folder, from its saved parameters and last checkpoints")
     parser.add_argument("--dry-run", action="store_true", help="print the resolved parameters; train nothing")
     return parser
 
@@ -107,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit code (0 ok, 2 bad parameters or a launch it cannot run)."""
     args = _parser().parse_args(argv)
     try:
-        cfg = resolve_config(args.files, args.params)
+        cfg = resolve_config(args.files, args.params, args.resume)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -118,7 +160,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
-    train(cfg, [sys.executable, "-m", "searchrl.train", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        train(cfg, [sys.executable, "-m", "searchrl.train", *(sys.argv[1:] if argv is None else argv)], args.resume)
+    except RunBusyError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     return 0
 
 
