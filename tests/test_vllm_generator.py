@@ -77,3 +77,17 @@ def test_vllm_search_rollout_on_gpu(tmp_path, tiny_policy_path, tokenizer):
                                 retriever=FakeRetriever(), protocol=MiniProtocol(), processing_class=tokenizer)
     trainer.train()
     assert trainer.state.global_step == 1
+
+
+def test_vllm_mode_and_server_url_reach_trl_and_bad_values_fail_before_anything_runs(tmp_path):
+    from searchrl.config import ConfigError, RunConfig
+    from searchrl.trainer.arguments import grpo_args
+
+    colocated = grpo_args(RunConfig(use_vllm=True), tmp_path)
+    assert (colocated.vllm_mode, colocated.vllm_server_base_url) == ("colocate", None)
+    served = grpo_args(RunConfig(use_vllm=True, vllm_mode="server", vllm_server_url="http://10.0.0.2:8000"), tmp_path)
+    assert (served.vllm_mode, served.vllm_server_base_url) == ("server", "http://10.0.0.2:8000")
+    with pytest.raises(ConfigError, match="did you mean 'server'"):
+        RunConfig(vllm_mode="serve")
+    with pytest.raises(ConfigError, match="vllm_server_url must be an http"):
+        RunConfig(vllm_server_url="10.0.0.2:8000")

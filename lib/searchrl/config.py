@@ -115,7 +115,13 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     use_vllm: bool = False
     """Generate rollouts with vLLM (GPU only)."""
     vllm_gpu_memory_utilization: float = 0.3
-    """Fraction of GPU memory vLLM may reserve, in (0, 1]."""
+    """Fraction of GPU memory vLLM may reserve, in (0, 1] (colocate mode; a server takes its own flag)."""
+    vllm_mode: str = "colocate"
+    """colocate (vLLM inside each training process, sharing its GPU) or server (a separate `trl vllm-serve` on
+    other GPUs, whose weights TRL updates after every step; start it before training)."""
+    vllm_server_url: str = ""
+    """Base URL of the vLLM server in server mode, e.g. http://10.0.0.2:8000; empty: TRL's default (port 8000 on
+    this host)."""
 
     # == data ==
     dataset: str = "synthetic"
@@ -449,6 +455,7 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
 CHOICES: dict[str, tuple[str, ...]] = {
     "loss_type": ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"),
     "scale_rewards": ("group", "batch", "none"),
+    "vllm_mode": ("colocate", "server"),
     "report_to": (
         "none", "all", "tensorboard", "trackio", "wandb", "mlflow", "azure_ml", "clearml", "codecarbon",
         "comet_ml", "dagshub", "dvclive", "flyte", "kubeflow", "neptune", "swanlab",
@@ -479,6 +486,10 @@ def _semantic_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
             problems.append((name, f"{name} must be > 0, got {values[name]!r}"))
     if values["vllm_gpu_memory_utilization"] > 1:
         problems.append(("vllm_gpu_memory_utilization", "vllm_gpu_memory_utilization must be at most 1"))
+    url = values["vllm_server_url"]
+    if url and not re.match(r"^https?://[^/\s]+", url):
+        problems.append(("vllm_server_url",
+                         f"vllm_server_url must be an http(s) base URL like http://host:8000; got {url!r}"))
     for name, options in CHOICES.items():
         chosen = [v.strip() for v in values[name].split(",")] if name == "report_to" else [values[name]]
         for v in chosen:

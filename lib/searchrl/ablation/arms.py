@@ -31,7 +31,7 @@ _NOT_COLD_START_FIELDS = (
     # where and how the run is recorded
     "run_name", "output_root", "resume", "report_to", "torch_threads",
     # generation engine and sampling: the cold start trains on templated trajectories, it samples nothing
-    "use_vllm", "vllm_gpu_memory_utilization", "temperature", "top_p",
+    "use_vllm", "vllm_gpu_memory_utilization", "vllm_mode", "vllm_server_url", "temperature", "top_p",
     # retriever service retries, waits and outages, and the untrained evaluation's subset
     "retriever_timeout_s", "retriever_retries", "retriever_backoff_s", "retriever_outage_s", "service_wait_s",
     "n_eval_untrained",

@@ -42,7 +42,8 @@ def grpo_args(cfg: RunConfig, output_dir: str | Path, *, max_steps: int | None =
         dynamic_sampling=cfg.dynamic_sampling,
         reward_weights=reward_weights, logging_steps=cfg.logging_steps, save_steps=cfg.save_steps,
         save_strategy="steps", save_total_limit=2, report_to=cfg.report_to, use_vllm=cfg.use_vllm,
-        vllm_mode="colocate", vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+        vllm_mode=cfg.vllm_mode, vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+        vllm_server_base_url=cfg.vllm_server_url or None,
         activation_checkpointing=False, disable_tqdm=True,  # the run's own step bar replaces TRL's (progress.py)
         **hardware_args(cfg),
     )
