@@ -55,6 +55,8 @@ def _check_quickstart(run_dir: Path) -> None:
         assert "f1" in json.dumps(summary)
     assert list((run_dir / "trajectories").glob("*.jsonl"))
     assert (run_dir / "figures" / "training_curves.png").exists()
+    assert any(c.startswith("search/reward_at_") for c in history.columns)  # what each search count earned
+    assert (run_dir / "figures" / "search_payoff.png").exists()
     assert (run_dir / "figures" / "eval_bars.png").exists()
     _check_outputs(run_dir / "quickstart.ipynb")
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from searchrl.plots import RAW_ALPHA, ema, eval_bars, per_type_bars, training_curves
+from searchrl.plots import RAW_ALPHA, ema, eval_bars, per_type_bars, search_payoff_curves, training_curves
 
 
 def history(n: int = 10, offset: float = 0.0, **extra: list[float]) -> pd.DataFrame:
@@ -163,3 +163,17 @@ def test_eval_bars_show_stage_changes_with_their_intervals() -> None:
     segments = [seg for coll in delta.collections for seg in coll.get_segments()]
     spans = sorted((float(s[:, 1].min()), float(s[:, 1].max())) for s in segments)
     assert np.allclose(spans, [(-0.3, 0.1), (0.05, 0.35)])
+
+
+def test_search_payoff_curves_draw_one_line_per_search_count_in_numeric_order() -> None:
+    history = pd.DataFrame({"step": [1, 2, 3], "reward": [0.1, 0.2, 0.3],
+                            "search/reward_at_10_searches": [np.nan, 0.5, np.nan],
+                            "search/reward_at_2_searches": [1.0, np.nan, 0.0],
+                            "search/reward_at_1_searches": [-1.0, -0.5, 0.0]})
+    fig = search_payoff_curves(history, smooth=0.0)
+    (ax,) = fig.axes
+    smoothed = [line for line in ax.get_lines() if line.get_label() and not line.get_label().startswith("_")]
+    assert [line.get_label() for line in smoothed] == ["1 searches", "2 searches", "10 searches"]
+    assert smoothed[1].get_xdata().tolist() == [1, 3]  # steps without that count are skipped, not drawn as zero
+    assert smoothed[1].get_ydata().tolist() == [1.0, 0.0]
+    assert search_payoff_curves(history[["step", "reward"]]) is None

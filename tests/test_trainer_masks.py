@@ -113,3 +113,22 @@ def test_reinforce_pp_and_rloo_advantages_respect_the_mask(tmp_path, tiny_policy
                                    estimator="rloo")
     grad, batch, env = logp_gradients(trainer, inputs)
     assert batch["advantages"].dim() == 1 and torch.all(grad[env == 0] == 0)
+
+
+
+def reward_by_search_count(prompts, completions, num_searches, **kwargs):
+    return [10.0 * n + 0.25 * i for i, n in enumerate(num_searches)]
+
+
+def test_the_mean_reward_of_each_search_count_is_logged(tmp_path, tiny_policy_path, tokenizer):
+    # SCRIPTS search 1, 2, 0 and 1 times; the reward is 10 per search plus 0.25 x the rollout's place in the batch,
+    # so the one-search mean (10.0 and 10.75) shows that the right rollouts were averaged together.
+    trainer, inputs = make_trainer(tmp_path, tiny_policy_path, tokenizer, mask_retrieved=True, beta=0.0)
+    trainer.reward_funcs = [reward_by_search_count]
+    trainer.model.train()
+    trainer._generate_and_score_completions(inputs)
+    metrics = trainer._metrics["train"]
+    assert metrics["search/reward_at_0_searches"] == [0.5]
+    assert metrics["search/reward_at_1_searches"] == [pytest.approx(10.375)]
+    assert metrics["search/reward_at_2_searches"] == [20.25]
+    assert "search/reward_at_3_searches" not in metrics

@@ -360,7 +360,7 @@ class Experiment:
     # ---- reporting --------------------------------------------------------------------------------------------
 
     def curves(self):
-        from searchrl.plots import training_curves
+        from searchrl.plots import search_payoff_curves, training_curves
 
         frame = self.history.to_frame()
         if frame.empty:
@@ -369,6 +369,10 @@ class Experiment:
         fig = training_curves({self.cfg.run_name or self.run_dir.name: frame},
                               metrics=("reward", "completions/model_tokens", "search/searches_per_sample"))
         save_figure(fig, self.run_dir / "figures" / "training_curves.png")
+        payoff = search_payoff_curves(frame)
+        if payoff is not None:  # does a second search pay? (shown here, returned figure stays the curves)
+            save_figure(payoff, self.run_dir / "figures" / "search_payoff.png")
+            _show(payoff)
         return fig
 
     def bars(self, table: pd.DataFrame):
@@ -396,3 +400,14 @@ class Experiment:
         mark_status(self.run_dir, "completed")
         print(f"Results in {self.run_dir}")
         return self.run_dir
+
+
+def _show(fig) -> None:
+    """Display a figure beside the cell's result in a notebook (papermill or JupyterLab); nothing elsewhere."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:
+        return
+    if get_ipython() is not None:
+        display(fig)

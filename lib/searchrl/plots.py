@@ -127,6 +127,31 @@ def training_curves(
     return fig
 
 
+PAYOFF_PREFIX = "search/reward_at_"  # the trainer logs search/reward_at_<n>_searches per step
+
+
+def search_payoff_curves(history: pd.DataFrame, step_col: str = "step", smooth: float = 0.6) -> ReportFigure | None:
+    """The mean training reward of rollouts with 0, 1, 2, ... searches, per step: one line per search count, raw
+    (faint) and EMA-smoothed. GRPO moves a policy towards the count that earns more than its group mates, so a line
+    above the others says which behaviour training is reinforcing. None when the history has no such columns."""
+    columns = sorted((c for c in history.columns if c.startswith(PAYOFF_PREFIX) and history[c].notna().any()),
+                     key=lambda c: int(c[len(PAYOFF_PREFIX):].split("_")[0]))
+    if not columns:
+        return None
+    fig, (ax,) = _grid(1, 1, (5.0, 3.2))
+    for i, column in enumerate(columns):
+        data = history[[step_col, column]].dropna().sort_values(step_col)
+        steps, values = data[step_col].to_numpy(), data[column].to_numpy(dtype=float)
+        searches = column[len(PAYOFF_PREFIX):].split("_")[0]
+        ax.plot(steps, values, color=f"C{i}", alpha=RAW_ALPHA, linewidth=1, marker=".")
+        ax.plot(steps, ema(values, smooth), color=f"C{i}", linewidth=2, label=f"{searches} searches")
+    ax.set_title("mean reward of rollouts, by number of searches")
+    ax.set_xlabel(step_col)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    return fig
+
+
 def _stage_frame(table: pd.DataFrame, stage_col: str | None) -> tuple[pd.DataFrame, str]:
     """The table with its stage labels in a column (taken from the index when there is no such column)."""
     if table is None or table.empty:

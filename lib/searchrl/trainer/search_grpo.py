@@ -211,6 +211,7 @@ class SearchGRPOTrainer(GRPOTrainer):
         mode = "train" if was_training else "eval"
         for name, value in self._rollout_metrics(trajs).items():
             self._metrics[mode][name].append(value)
+        self._last_num_searches = [t.num_searches for t in trajs]  # this slice's, scored next (_scored_batch)
         env_mask = [t.env_mask if self.args.mask_retrieved else [1] * len(t.env_mask) for t in trajs]
         extra = {}
         if self.memorizer is not None:  # the documents each rollout retrieved, read where the engine appended them
@@ -364,9 +365,10 @@ class SearchGRPOTrainer(GRPOTrainer):
         estimator = ADVANTAGE_ESTIMATORS.get(self.args.advantage_estimator)
         rewards = (self._last_rewards_per_func * self.reward_weights.to(self._last_rewards_per_func.device)
                    .unsqueeze(0)).nansum(dim=1)
+        mode = "train" if self.model.training else "eval"
+        self._log_reward_by_searches(rewards, mode)
         if self.args.advantage_estimator == "grpo" and not self.args.drop_zero_variance:
             return output, rewards
-        mode = "train" if self.model.training else "eval"
         num_generations = self.num_generations if mode == "train" else self.num_generations_eval
         local = slice(self.accelerator.process_index * len(inputs), (self.accelerator.process_index + 1) * len(inputs))
         mask = output["completion_mask"] * output.get("tool_mask", torch.ones_like(output["completion_mask"]))
@@ -386,6 +388,17 @@ class SearchGRPOTrainer(GRPOTrainer):
             # The share of the whole batch's groups, not of this process's slice (which may hold part of a group).
             self._metrics[mode]["search/kept_group_frac"].append(kept_groups.float().mean().item())
         return output, rewards
+
+    def _log_reward_by_searches(self, rewards: torch.Tensor, mode: str) -> None:
+        """`search/reward_at_<n>_searches`: the mean total reward of the batch's rollouts that searched n times.
+        GRPO moves the policy towards the search count that out-earns its group mates, so these curves show, step by
+        step, whether a second search pays (and a gap that closes shows the policy has settled on one count)."""
+        local = torch.tensor(getattr(self, "_last_num_searches", []), dtype=torch.long, device=rewards.device)
+        counts = self.accelerator.gather(local)  # the whole batch's, in the order of the gathered rewards
+        if counts.numel() != rewards.numel():  # a batch this trainer did not roll out (no search rollouts): skip
+            return
+        for n in sorted(set(counts.tolist())):
+            self._metrics[mode][f"search/reward_at_{n}_searches"].append(rewards[counts == n].mean().item())
 
     def _ppo_advantages(self, output, rewards: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
         """(B, T) GAE advantages from the critic's values; in training, then one critic regression on this batch
