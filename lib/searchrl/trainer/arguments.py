@@ -31,11 +31,17 @@ def grpo_args(cfg: RunConfig, output_dir: str | Path, *, max_steps: int | None =
     # them yet trains without memorization.
     memorization = MemorizationConfig.from_object(cfg) if isinstance(cfg, MemorizationConfig) else MemorizationConfig()
 
+    # One generation batch of prompts_per_step x num_generations rollouts per accumulation step, split into
+    # micro-batches for the forward and backward passes: TRL generates once per `steps_per_generation` micro-steps
+    # and scales the loss to the whole window, so the update does not depend on the split.
+    step = cfg.prompts_per_step * cfg.num_generations
+    micro = cfg.micro_batch_size or step
+    windows = cfg.gradient_accumulation_steps * (step // micro)
     return SearchGRPOConfig(
         output_dir=str(output_dir), seed=cfg.seed, max_steps=cfg.rl_steps if max_steps is None else max_steps,
         learning_rate=cfg.learning_rate, num_generations=cfg.num_generations,
-        per_device_train_batch_size=cfg.prompts_per_step * cfg.num_generations,
-        gradient_accumulation_steps=cfg.gradient_accumulation_steps, beta=cfg.beta, loss_type=cfg.loss_type,
+        per_device_train_batch_size=micro, gradient_accumulation_steps=windows, steps_per_generation=windows,
+        beta=cfg.beta, loss_type=cfg.loss_type,
         scale_rewards=cfg.scale_rewards, rollout=cfg.rollout_config(), memorization=memorization, protocol=cfg.protocol,
         mask_retrieved=cfg.mask_retrieved, advantage_estimator=cfg.advantage_estimator,
         reward_kl_coef=cfg.reward_kl_coef, value_lr=cfg.value_lr, drop_zero_variance=cfg.drop_zero_variance,
@@ -59,12 +65,18 @@ def lora_config(cfg: RunConfig):
 
 
 def sft_args(cfg: RunConfig, output_dir: str | Path, *, batch_size: int = 8, max_length: int = 1024):
-    """The SFTConfig of this run's cold start (nothing saved by the trainer: the run saves the model itself)."""
+    """The SFTConfig of this run's cold start (nothing saved by the trainer: the run saves the model itself).
+    `batch_size` examples make one optimizer step, in micro-batches of at most `micro_batch_size` (the largest
+    divisor of `batch_size` that fits) when the run sets one."""
     from trl import SFTConfig
 
+    micro = batch_size
+    if 0 < cfg.micro_batch_size < batch_size:
+        micro = max(d for d in range(1, cfg.micro_batch_size + 1) if batch_size % d == 0)
     return SFTConfig(
         output_dir=str(output_dir), num_train_epochs=cfg.sft_epochs, learning_rate=cfg.sft_learning_rate,
-        per_device_train_batch_size=batch_size, max_length=max_length, seed=cfg.seed, logging_steps=5,
+        per_device_train_batch_size=micro, gradient_accumulation_steps=batch_size // micro, max_length=max_length,
+        seed=cfg.seed, logging_steps=5,
         report_to=cfg.report_to, save_strategy="no",
         # SFTConfig turns activation checkpointing on by default; a small model on a CPU only pays for it.
         activation_checkpointing=False, disable_tqdm=True,
