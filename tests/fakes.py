@@ -57,6 +57,16 @@ class FakeRetriever:
         return len(self.docs)
 
 
+# Four rollouts of one question that search 1, 2, 0 and 1 times (the last turn of each ends with EOS): a group whose
+# rollouts differ in search count, retrieved spans and length, for trainer tests.
+SEARCH_SCRIPTS = [
+    ["<search>Entity1 founded</search>", "<answer>1901</answer>"],
+    ["<search>Entity2</search>", "<search>Entity3</search>", "<answer>1903</answer>"],
+    ["<answer>no idea</answer>"],
+    ["<search>Entity4</search>", "<answer>1904</answer>"],
+]
+
+
 class ScriptedGenerator:
     """Plays back fixed turn texts per sequence (keyed by call order within a batch), as a model would emit them."""
 

@@ -6,18 +6,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fakes import FakeRetriever, MiniProtocol, ScriptedGenerator
+from fakes import SEARCH_SCRIPTS, FakeRetriever, MiniProtocol, ScriptedGenerator
 from searchrl.config import ConfigError, RunConfig
 from searchrl.rollout import RolloutConfig, SearchRollout
 from searchrl.trainer import SearchGRPOTrainer, prompt_dataset
 from searchrl.trainer.arguments import grpo_args, sft_args
 
-SCRIPTS = [
-    ["<search>Entity1 founded</search>", "<answer>1901</answer>"],
-    ["<search>Entity2</search>", "<search>Entity3</search>", "<answer>1903</answer>"],
-    ["<answer>no idea</answer>"],
-    ["<search>Entity4</search>", "<answer>1904</answer>"],
-]
+SCRIPTS = SEARCH_SCRIPTS
 
 
 def varied_reward(prompts, completions, **kwargs):

@@ -6,16 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fakes import FakeRetriever, MiniProtocol, ScriptedGenerator
+from fakes import SEARCH_SCRIPTS, FakeRetriever, MiniProtocol, ScriptedGenerator
 from searchrl.rollout import RolloutConfig, SearchRollout
 from searchrl.trainer import SearchGRPOConfig, SearchGRPOTrainer, prompt_dataset
 
-SCRIPTS = [
-    ["<search>Entity1 founded</search>", "<answer>1901</answer>"],
-    ["<search>Entity2</search>", "<search>Entity3</search>", "<answer>1903</answer>"],
-    ["<answer>no idea</answer>"],
-    ["<search>Entity4</search>", "<answer>1904</answer>"],
-]
+SCRIPTS = SEARCH_SCRIPTS
 
 
 def varied_reward(prompts, completions, **kwargs):
