@@ -247,3 +247,21 @@ def test_per_knowledge_breakdown_is_written_and_tabled(tokenizer, tmp_path):
                      generator=ScriptedGenerator(tokenizer, EVAL_SCRIPTS[-1:]), progress=False)
     assert isinstance(plain.by_knowledge(), pd.DataFrame) and plain.by_knowledge().empty
     assert "by_knowledge" not in json.loads(plain.to_json(tmp_path / "plain.json").read_text())
+
+
+def test_the_internal_answer_span_is_marked_in_the_rendered_trajectory():
+    from searchrl.evaluate import render_trajectory, render_trajectory_text, trajectory_pieces
+
+    text = ("I know this. <|begin_internal_answer|>The mother of A is B & C.<|end_internal_answer|> Next: "
+            "<|begin_external_search|>father of B<|end_external_search|>\n<|begin_search_result|>(1) D was the father "
+            "of B.<|end_search_result|>\nSo \\boxed{D}.")
+    pieces = [(kind, piece) for kind, piece in trajectory_pieces(text, get_protocol("r1_searcher_pp")) if piece.strip()]
+    assert [kind for kind, _ in pieces] == ["text", "internal", "text", "query", "retrieved", "text", "answer", "text"]
+    assert dict(pieces)["internal"] == "<|begin_internal_answer|>The mother of A is B & C.<|end_internal_answer|>"
+    page = render_trajectory(text, "r1_searcher_pp")
+    start = page.index('<span class="internal"')
+    box = page[start: page.index("</span>", start)]
+    assert "background:#efe6fb" in box and ">internal (from memory)</small>" in box and "B &amp; C" in box
+    assert "»<|begin_internal_answer|>The mother of A is B & C.<|end_internal_answer|>«" in \
+        render_trajectory_text(text, "r1_searcher_pp")
+    assert 'class="internal"' not in render_trajectory("<answer>x</answer>", "search_r1")  # no such span there

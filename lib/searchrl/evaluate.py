@@ -385,7 +385,8 @@ def _model_name(model) -> str:
 
 
 def trajectory_pieces(text: str, protocol: SearchProtocol) -> list[tuple[str, str]]:
-    """Split a completion into (kind, text) pieces: "retrieved", "query", "evidence", "answer" or "text".
+    """Split a completion into (kind, text) pieces: "retrieved", "query", "internal", "evidence", "answer" or
+    "text" ("internal": an internal-answer span of a protocol that has them, R1-Searcher++).
 
     Retrieved blocks run from the observation open tag to its close tag (or to the end when never closed), like
     the parsers read them; queries and answers are found only in the model's own text, tags included.
@@ -406,9 +407,10 @@ def trajectory_pieces(text: str, protocol: SearchProtocol) -> list[tuple[str, st
 
 
 def _model_pieces(text: str, protocol: SearchProtocol) -> list[tuple[str, str]]:
-    """Queries, evidence boxes (protocols with `evidence_open`, R-Search) and answers in a stretch of model text;
-    the rest is plain text."""
+    """Queries, internal-answer spans (protocols with `internal_open`, R1-Searcher++), evidence boxes (protocols
+    with `evidence_open`, R-Search) and answers in a stretch of model text; the rest is plain text."""
     spans = {"query": (protocol.query_open, protocol.query_close),
+             "internal": (getattr(protocol, "internal_open", ""), getattr(protocol, "internal_close", "")),
              "evidence": (getattr(protocol, "evidence_open", ""), getattr(protocol, "evidence_close", "")),
              "answer": (protocol.answer_open, protocol.answer_close)}
     pieces: list[tuple[str, str]] = []
@@ -462,12 +464,15 @@ _STYLES = {
     "answer": "background:#c9f2c9;border-radius:3px;padding:0 2px;font-weight:bold;",
     "evidence": "display:block;background:#fff3cd;border:1px solid #e0b84c;border-radius:4px;padding:4px 6px;"
                 "margin:4px 0;",
+    "internal": "display:block;background:#efe6fb;border:1px solid #a98bd6;border-radius:4px;padding:4px 6px;"
+                "margin:4px 0;",
 }
 
 
 def render_trajectory(record_or_text, protocol: SearchProtocol | str, question: str | None = None) -> str:
-    """HTML for one trajectory: retrieved blocks in a grey box labelled "retrieved", queries blue, the evidence box
-    (R-Search) in an amber box labelled "evidence", answer green.
+    """HTML for one trajectory: retrieved blocks in a grey box labelled "retrieved", queries blue, internal-answer
+    spans (R1-Searcher++) in a violet box labelled "internal (from memory)", the evidence box (R-Search) in an amber
+    box labelled "evidence", answer green.
 
     Accepts a completion string or an evaluation record (dict or DataFrame row); a record adds a header with the
     question, golden answers, prediction and scores. All text is HTML-escaped.
@@ -487,6 +492,10 @@ def render_trajectory(record_or_text, protocol: SearchProtocol | str, question: 
             parts.append(f'<span class="evidence" title="evidence: written by the policy, trained, and judged by '
                          f'the evidence reward" style="{_STYLES[kind]}"><small style="color:#8a6d1a;'
                          f'font-weight:bold;">evidence</small>\n{body}</span>')
+        elif kind == "internal":
+            parts.append(f'<span class="internal" title="internal: answered from the model\'s own knowledge, no '
+                         f'search" style="{_STYLES[kind]}"><small style="color:#6a4c9c;font-weight:bold;">internal '
+                         f'(from memory)</small>\n{body}</span>')
         elif kind in _STYLES:
             parts.append(f'<mark class="{kind}" style="{_STYLES[kind]}">{body}</mark>')
         else:
@@ -512,7 +521,7 @@ def _header_html(info: Mapping[str, Any]) -> str:
 
 def render_trajectory_text(record_or_text, protocol: SearchProtocol | str, question: str | None = None) -> str:
     """Plain-text rendering for terminals: each retrieved block between [RETRIEVED] and [/RETRIEVED], its lines
-    prefixed with "░ ", and the query and answer spans wrapped in »...«."""
+    prefixed with "░ ", and the query, internal-answer, evidence and answer spans wrapped in »...«."""
     protocol = get_protocol(protocol)
     text, info = _unpack(record_or_text, question)
     out = []
@@ -529,7 +538,7 @@ def render_trajectory_text(record_or_text, protocol: SearchProtocol | str, quest
             body = "\n".join("░ " + line for line in piece.strip("\n").splitlines())
             lead = "" if not out or out[-1].endswith("\n") else "\n"
             out.append(f"{lead}[RETRIEVED]\n{body}\n[/RETRIEVED]")
-        elif kind in ("query", "evidence", "answer"):
+        elif kind in ("query", "internal", "evidence", "answer"):
             out.append(f"»{piece}«")
         else:
             out.append(piece)
