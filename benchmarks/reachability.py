@@ -5,8 +5,9 @@ GRPO only moves a policy towards behaviour it already samples and that earns mor
 So before spending 30 minutes on an RL run, sample the starting policy the way RL will (the run's temperature,
 `--repeats` rollouts per question, as `num_generations` does) and read:
 
-- `p_searches`: the share of rollouts with 0, 1, 2, ... searches (is a second search reachable at all?);
-- `f1_by_searches`: mean F1 of the rollouts with each search count (does a second search pay on this type?);
+- `p_<n>_searches`: the share of rollouts with n = 0, 1, 2, ... searches (is a second search reachable at all?);
+- `f1_<n>_searches`, `em_<n>_searches`: mean F1 and EM of the rollouts with n searches (does a second search pay on
+  this type? F1 gives partial credit to a guessed name that shares a word with the answer; EM does not);
 - `informative_groups`: the share of questions whose rollouts do not all get the same F1 (the groups that
   `drop_zero_variance` keeps; the rest teach nothing);
 - `format_ok` and `hit_length_budget`, since a rollout cut off by the token budget earns nothing.
@@ -15,6 +16,8 @@ With `--policy` the given checkpoint is sampled; without it the params file's co
 same call `make demo` makes), so one command answers "does this cold start leave RL a signal?":
 
     python benchmarks/reachability.py -f params/quickstart/cpu.yaml --n-questions 40 --repeats 4
+    python benchmarks/reachability.py -f params/quickstart/cpu.yaml --policy outputs/cold_starts/X --questions train \
+        -p top_k 1 -p train_question_types "[single_hop,inference]"
     python benchmarks/reachability.py -f params/quickstart/cpu.yaml -p top_k 1 \
         -p sft_question_types "[single_hop,inference]" -p sft_examples 96 -p sft_epochs 1.0
 
@@ -51,6 +54,7 @@ def type_report(records: pd.DataFrame) -> pd.DataFrame:
         for n in sorted(counts):
             row[f"p_{n}_searches"] = counts[n] / len(part)
             row[f"f1_{n}_searches"] = part.loc[part["searches"] == n, "f1"].mean()
+            row[f"em_{n}_searches"] = part.loc[part["searches"] == n, "em"].mean()
         rows.append(row)
     return pd.DataFrame(rows).set_index("qtype")
 
@@ -60,7 +64,9 @@ def main() -> None:
     ap.add_argument("-f", "--params", default="params/quickstart/cpu.yaml")
     ap.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"), help="override a field")
     ap.add_argument("--policy", default=None, help="a saved policy folder to sample (default: train the cold start)")
-    ap.add_argument("--n-questions", type=int, default=40, help="held-out questions, balanced over the types")
+    ap.add_argument("--n-questions", type=int, default=40, help="questions, balanced over their types")
+    ap.add_argument("--questions", choices=("eval", "train"), default="eval",
+                    help="held-out questions (all types), or the run's training questions (train_question_types)")
     ap.add_argument("--repeats", type=int, default=4, help="rollouts per question (GRPO's group size)")
     ap.add_argument("--batch-size", type=int, default=16, help="sequences per generation batch")
     ap.add_argument("--out", default="outputs/benchmarks")
@@ -72,7 +78,8 @@ def main() -> None:
     start = time.perf_counter()
     model = exp.load_model(args.policy) if args.policy else exp.cold_start(exp.load_model())
     trained_s = time.perf_counter() - start
-    rows = balanced_take(exp.eval_rows, args.n_questions, None, cfg.world_seed + 1)
+    pool = exp.eval_rows if args.questions == "eval" else exp.train_rows
+    rows = balanced_take(pool, args.n_questions, None, cfg.world_seed + 1)
     records = []
     start = time.perf_counter()
     for row, _, trajs in rollout_questions(model, exp.tokenizer, exp.protocol, exp.retriever, rows,
@@ -88,7 +95,7 @@ def main() -> None:
     path = out / f"reachability-{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.write_text(json.dumps({
         "params": args.params, "overrides": overrides, "policy": args.policy or str(exp.run_dir),
-        "temperature": cfg.temperature, "repeats": args.repeats, "cold_start_seconds": round(trained_s, 1),
+        "questions": args.questions, "temperature": cfg.temperature, "repeats": args.repeats, "cold_start_seconds": round(trained_s, 1),
         "sampling_seconds": round(sampled_s, 1), "by_type": table.reset_index().to_dict("records"),
         "records": records}, indent=1, default=str))
     print(f"saved {path} (cold start {trained_s:.0f} s, sampling {sampled_s:.0f} s)")
