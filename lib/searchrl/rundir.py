@@ -62,6 +62,7 @@ __all__ = [
     "project_root",
     "read_json",
     "read_status",
+    "record_resume",
     "resolve_output_root",
     "save_figure",
     "update_status",
@@ -298,6 +299,17 @@ def write_provenance(
         **(dict(extra) if extra else {}),
     }
     return write_json(run_dir / "provenance.json", info)
+
+
+def record_resume(run_dir: str | Path, cfg: RunConfig, command: list[str], repo: str | Path | None = None) -> Path:
+    """A resumed run's record: ``params.yaml`` rewritten with the parameters it resumes with, and the resume (time,
+    command, git state of ``repo``, default the cwd) appended to ``provenance.json``'s "resumed" list, which keeps
+    the first launch's record. Returns the path of ``provenance.json``."""
+    run_dir = Path(run_dir)
+    cfg.to_yaml(run_dir / "params.yaml", header=f"Resolved parameters of run {run_dir.name} (resumed)")
+    provenance = read_json(run_dir / "provenance.json") or {}
+    provenance.setdefault("resumed", []).append({"time": now_iso(), "command": list(command), "git": git_state(repo)})
+    return write_json(run_dir / "provenance.json", provenance)
 
 
 def mark_status(run_dir: str | Path, status: str, error: BaseException | str | None = None, **info: Any) -> Path:

@@ -42,13 +42,11 @@ from searchrl.ownership import RunOwnership
 from searchrl.rundir import (
     RUN_DIR_ENV,
     create_run_dir,
-    git_state,
     mark_status,
-    now_iso,
     project_root,
     read_json,
+    record_resume,
     resolve_output_root,
-    write_json,
     write_provenance,
 )
 
@@ -387,10 +385,7 @@ def _prepare_folder(plan: RunPlan, command: list[str] | None) -> Path:
             while (run_dir / f"{plan.name}.attempt-{attempt}.ipynb").exists():
                 attempt += 1
             previous.rename(run_dir / f"{plan.name}.attempt-{attempt}.ipynb")
-        plan.config.to_yaml(run_dir / "params.yaml", header=f"Resolved parameters of run {run_dir.name} (resumed)")
-        prov = read_json(run_dir / "provenance.json") or {}
-        prov.setdefault("resumed", []).append({"time": now_iso(), "command": cmd, "git": git_state(plan.cwd)})
-        write_json(run_dir / "provenance.json", prov)
+        record_resume(run_dir, plan.config, cmd, repo=plan.cwd)
     mark_status(run_dir, "running", notebook=f"{plan.name}.ipynb")
     return run_dir
 

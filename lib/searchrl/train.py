@@ -77,7 +77,7 @@ def shared_run_dir(cfg: RunConfig, state, command: list[str], resume_dir: str | 
 def _own_run_dir(cfg: RunConfig, command: list[str], resume_dir: str | Path | None) -> Path:
     """The main process's part of `shared_run_dir`: create (or take over) the folder, own it, record the launch."""
     from searchrl.ownership import RunOwnership
-    from searchrl.rundir import create_run_dir, git_state, mark_status, now_iso, read_json, write_json, write_provenance
+    from searchrl.rundir import create_run_dir, mark_status, record_resume, write_provenance
 
     if resume_dir is None:
         folder = create_run_dir("train", cfg.run_name, cfg.output_root)
@@ -86,10 +86,7 @@ def _own_run_dir(cfg: RunConfig, command: list[str], resume_dir: str | Path | No
         folder = Path(resume_dir)
     _OWNED.append(RunOwnership(folder).acquire())  # before anything is rewritten: a live owner keeps its folder
     if resume_dir is not None:
-        cfg.to_yaml(folder / "params.yaml", header=f"Resolved parameters of run {folder.name} (resumed)")
-        provenance = read_json(folder / "provenance.json") or {}
-        provenance.setdefault("resumed", []).append({"time": now_iso(), "command": command, "git": git_state()})
-        write_json(folder / "provenance.json", provenance)
+        record_resume(folder, cfg, command)
     mark_status(folder, "running")
     return folder
 
