@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 
 from searchrl.data.schema import Doc
 from searchrl.protocols.base import Parsed, SearchProtocol
@@ -93,3 +94,10 @@ class ScriptedGenerator:
                 ids, finish = ids[:budget], "length"
             outs.append(TurnOutput(ids, finish))
         return outs
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on right now (for launched processes and test servers)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

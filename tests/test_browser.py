@@ -12,7 +12,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from fakes import free_port
 from searchrl.config import load_params_file
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,12 +42,6 @@ def _chromium() -> str:
         if candidate and Path(candidate).is_file():
             return candidate
     pytest.skip("no chromium binary (install Debian's chromium, or set SEARCHRL_CHROMIUM to a Chromium binary)")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _prepare_notebook(folder: Path, output_root: Path) -> Path:
@@ -115,7 +109,7 @@ def lab(tmp_path):
     work, outputs = tmp_path / "work", tmp_path / "outputs"
     work.mkdir()
     notebook = _prepare_notebook(work, outputs)
-    port, token = _free_port(), "searchrl-browser-test"
+    port, token = free_port(), "searchrl-browser-test"
     proc = _start_lab(work, tmp_path, port, token)
     base = f"http://127.0.0.1:{port}"
     try:

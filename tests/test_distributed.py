@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from collections import Counter
@@ -23,6 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from fakes import free_port
 from searchrl.rewards.group import rewards_by_group
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,19 +33,13 @@ NUM_GENERATIONS = 4  # as in distributed_grpo_run.py
 PROCESS_LOCAL = {"step_time", "train_runtime", "train_samples_per_second", "train_steps_per_second"}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _run(out: Path, processes: int) -> list[dict]:
     """Run the training script in `processes` processes; each process's record, in rank order."""
     if processes == 1:
         command = [sys.executable, str(RUN), str(out)]
     else:
         command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(LAUNCH / "cpu_2proc.yaml"),
-                   "--num_processes", str(processes), "--main_process_port", str(_free_port()), str(RUN), str(out)]
+                   "--num_processes", str(processes), "--main_process_port", str(free_port()), str(RUN), str(out)]
     env = {"HF_HUB_OFFLINE": "1", **os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     done = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"{' '.join(command)} failed:\n{done.stdout[-4000:]}\n{done.stderr[-8000:]}"

@@ -11,9 +11,9 @@ import sys
 import time
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
+from kill_and_resume import assert_same_history, history, kill_after_checkpoint
 from searchrl.ownership import RunOwnership, owner_alive
 from searchrl.rundir import create_run_dir, list_runs, mark_status, read_status
 from searchrl.runner import main
@@ -76,10 +76,6 @@ def _processes_running(run_dir: Path) -> list[int]:
     return found
 
 
-def _history(run_dir: Path) -> pd.DataFrame:
-    return pd.read_parquet(run_dir / "metrics.parquet").set_index("step")
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds the run's processes through /proc (Linux)")
 def test_a_run_killed_mid_rl_resumes_to_the_same_history(tmp_path):
@@ -87,14 +83,8 @@ def test_a_run_killed_mid_rl_resumes_to_the_same_history(tmp_path):
     assert clean.wait(timeout=600) == 0, clean.stderr.read()
     (clean_dir,) = (tmp_path / "clean" / "quickstart").iterdir()
 
-    victim = _runner(tmp_path / "killed")
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline and not list((tmp_path / "killed").glob("quickstart/*/checkpoints/rl/checkpoint-2")):
-        time.sleep(0.2)
-    time.sleep(0.5)
-    os.killpg(victim.pid, signal.SIGKILL)  # the runner and its group; the kernel has a session of its own
-    victim.wait()
-    (run_dir,) = (tmp_path / "killed" / "quickstart").iterdir()
+    # SIGKILL to the runner and its group; the kernel has a session of its own.
+    run_dir = kill_after_checkpoint(_runner(tmp_path / "killed"), tmp_path / "killed", "quickstart", timeout=600)
     # The kernel follows its runner within seconds (usually writing why into status.json first); then nothing
     # writes into the folder any more, and readers see the run as died either way.
     for _ in range(100):
@@ -108,19 +98,15 @@ def test_a_run_killed_mid_rl_resumes_to_the_same_history(tmp_path):
         assert "runner" in status["error"]
     assert not owner_alive(run_dir)
     assert list_runs(tmp_path / "killed")["status"].tolist() == ["died"]
-    steps_at_kill = len(_history(run_dir))
+    steps_at_kill = len(history(run_dir))
     time.sleep(2)
-    assert len(_history(run_dir)) == steps_at_kill
+    assert len(history(run_dir)) == steps_at_kill
 
     resumed = subprocess.run([sys.executable, "-m", "searchrl.runner", "--resume", str(run_dir), "--quiet"],
                              cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
     assert resumed.returncode == 0, resumed.stderr
     assert read_status(run_dir)["status"] == "completed"
-    got, want = _history(run_dir), _history(clean_dir)
-    assert list(got.index) == list(want.index) == [1, 2, 3, 4]
-    assert (want["grad_norm"] > 0).all()  # the optimizer really had something to restore
-    for column in ("reward", "loss", "grad_norm", "completions/mean_length"):
-        pd.testing.assert_series_equal(got[column], want[column], check_exact=False, rtol=1e-4, atol=1e-6)
+    assert_same_history(run_dir, clean_dir)
     assert json.loads((run_dir / "provenance.json").read_text())["resumed"]
 
 

@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
+from fakes import free_port
+from kill_and_resume import assert_same_history, kill_after_checkpoint
 from searchrl.rundir import create_run_dir, mark_status, read_status
 from searchrl.train import main
 
@@ -25,16 +23,10 @@ REWARD = f"[{Path(__file__).with_name('fault_rewards.py')}:varied]"
 ENV = {"HF_HUB_OFFLINE": "1", **os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _launch(*args: str) -> list[str]:
     """`accelerate launch` of searchrl.train in two CPU processes (launch/cpu_2proc.yaml)."""
     return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(ROOT / "launch" / "cpu_2proc.yaml"),
-            "--num_processes", "2", "--main_process_port", str(_free_port()), "-m", "searchrl.train", *args]
+            "--num_processes", "2", "--main_process_port", str(free_port()), "-m", "searchrl.train", *args]
 
 
 def _fresh(out: Path) -> subprocess.Popen:
@@ -47,10 +39,6 @@ def _fresh(out: Path) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True)
 
 
-def _history(run_dir: Path) -> pd.DataFrame:
-    return pd.read_parquet(run_dir / "metrics.parquet").set_index("step")
-
-
 @pytest.mark.slow
 def test_a_two_process_run_killed_mid_rl_resumes_to_the_same_history(tmp_path):
     clean = _fresh(tmp_path / "clean")
@@ -58,14 +46,8 @@ def test_a_two_process_run_killed_mid_rl_resumes_to_the_same_history(tmp_path):
     assert clean.returncode == 0, err[-8000:]
     (clean_dir,) = (tmp_path / "clean" / "train").iterdir()
 
-    victim = _fresh(tmp_path / "killed")
-    deadline = time.monotonic() + 900
-    while time.monotonic() < deadline and not list((tmp_path / "killed").glob("train/*/checkpoints/rl/checkpoint-2")):
-        time.sleep(0.2)
-    time.sleep(0.5)
-    os.killpg(victim.pid, signal.SIGKILL)  # the launcher and both training processes: one process group
-    victim.wait()
-    (run_dir,) = (tmp_path / "killed" / "train").iterdir()
+    # The launcher and both training processes are one process group: all three die together.
+    run_dir = kill_after_checkpoint(_fresh(tmp_path / "killed"), tmp_path / "killed", "train", timeout=900)
     assert read_status(run_dir)["status"] in ("running", "died")
     assert not (run_dir / "checkpoints" / "rl" / "checkpoint-4").exists(), "the kill came too late to test a resume"
 
@@ -74,11 +56,7 @@ def test_a_two_process_run_killed_mid_rl_resumes_to_the_same_history(tmp_path):
     assert resumed.returncode == 0, resumed.stderr[-8000:]
     assert read_status(run_dir)["status"] == "completed"
     assert "resume: rl continues from checkpoint-" in resumed.stdout
-    got, want = _history(run_dir), _history(clean_dir)
-    assert list(got.index) == list(want.index) == [1, 2, 3, 4]
-    assert (want["grad_norm"] > 0).all()  # the optimizer really had something to restore
-    for column in ("reward", "loss", "grad_norm", "completions/mean_length"):
-        pd.testing.assert_series_equal(got[column], want[column], check_exact=False, rtol=1e-4, atol=1e-6)
+    assert_same_history(run_dir, clean_dir)
     provenance = json.loads((run_dir / "provenance.json").read_text())
     assert provenance["resumed"] and "--resume" in provenance["resumed"][0]["command"]
     assert "resume: true" in (run_dir / "params.yaml").read_text()
