@@ -48,6 +48,7 @@ from searchrl.rewards.evidence import EvidenceConfig, evidence_problems
 from searchrl.rollout.base import RolloutConfig, rollout_problems
 from searchrl.trainer.health import HealthConfig, health_problems
 from searchrl.trainer.memorization import MemorizationConfig, memorization_problems
+from searchrl.trainer.prompt_selection import PROMPT_SELECTIONS
 
 __all__ = [
     "FIELD_DOCS",
@@ -215,6 +216,11 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     """DAPO dynamic sampling: when groups of a step have equal rewards, draw and roll out more questions (up to 3
     extra batches) until the batch is filled with groups whose rewards differ; implies drop_zero_variance. Costs
     extra rollouts, which on a CPU are cheaper than the backward pass they make count."""
+    prompt_selection: str = "uniform"
+    """Which training questions each step draws: uniform (TRL's shuffled order) or informative, difficulty-aware
+    selection from the rollouts already made (R1-Searcher 2.1, online): question types whose groups were informative
+    (rewards differed) are drawn more, and a question whose last group was not is drawn less. Also steers
+    dynamic_sampling's extra draws. No extra generation."""
     balance_question_types: bool = False
     """Sample training questions so that each question type is equally frequent."""
     logging_steps: int = 1
@@ -460,6 +466,7 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
 CHOICES: dict[str, tuple[str, ...]] = {
     "loss_type": ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"),
     "scale_rewards": ("group", "batch", "none"),
+    "prompt_selection": PROMPT_SELECTIONS,
     "vllm_mode": ("colocate", "server"),
     "report_to": (
         "none", "all", "tensorboard", "trackio", "wandb", "mlflow", "azure_ml", "clearml", "codecarbon",

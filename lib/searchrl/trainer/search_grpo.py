@@ -38,6 +38,7 @@ from searchrl.trainer.memorization import (
     retrieved_documents,
     split_round_robin,
 )
+from searchrl.trainer.prompt_selection import PROMPT_SELECTIONS, InformativeSampler, SelectionRecord
 from searchrl.trainer.value import Critic, critic_from_policy, explained_variance, masked_mean
 
 silence_known_warnings()
@@ -90,6 +91,10 @@ class SearchGRPOConfig(GRPOConfig):
     dynamic_sampling_max_draws: int = field(
         default=3, metadata={"help": "dynamic_sampling: extra batches drawn at most per step; what is still "
                                      "missing then is filled with zero-variance groups, masked out."})
+    prompt_selection: str = field(
+        default="uniform", metadata={"help": "uniform (TRL's shuffled order) or informative: draw questions by how "
+                                             "often their type gave informative groups so far "
+                                             "(searchrl.trainer.prompt_selection)."})
 
     def __post_init__(self):
         if self.memorization is None:
@@ -112,6 +117,8 @@ class SearchGRPOConfig(GRPOConfig):
             raise ValueError("gae_gamma must be in (0, 1] and gae_lambda in [0, 1]")
         if self.value_lr <= 0 or self.critic_epochs < 1 or self.critic_mini_batch_size < 0:
             raise ValueError("value_lr must be > 0, critic_epochs >= 1 and critic_mini_batch_size >= 0")
+        if self.prompt_selection not in PROMPT_SELECTIONS:
+            raise ValueError(f"prompt_selection must be one of {PROMPT_SELECTIONS}, not {self.prompt_selection!r}")
         if self.dynamic_sampling:
             self.drop_zero_variance = True  # groups that stay uninformative after the last draw are masked out
             if self.dynamic_sampling_max_draws < 1:
@@ -159,6 +166,7 @@ class SearchGRPOTrainer(GRPOTrainer):
                                  mini_batch_size=args.critic_mini_batch_size,
                                  micro_batch_size=args.per_device_train_batch_size,
                                  max_grad_norm=args.max_grad_norm, seed=args.seed)
+        self.selection = SelectionRecord()  # which questions gave informative groups (prompt_selection)
         self.memorizer: Memorizer | None = None
         self._memorization_candidates: list = []  # this generation batch's correct searched rollouts
         self._memorization_chunks: list[dict] = []  # one rewrite batch (or None) per micro-batch of it
@@ -166,6 +174,17 @@ class SearchGRPOTrainer(GRPOTrainer):
         if args.memorization.memorization_on:
             self.memorizer = Memorizer(args.memorization, protocol, self.processing_class, self._rewrite)
             self._rewriter = None
+
+    def _get_train_sampler(self, dataset=None):
+        # Override only for prompt_selection "informative": TRL's RepeatSampler fixes the order at the start of an
+        # epoch, and this sampler needs to choose each batch's questions from the rollouts scored so far.
+        if self.args.prompt_selection == "uniform":
+            return super()._get_train_sampler(dataset)
+        dataset = self.train_dataset if dataset is None else dataset
+        return InformativeSampler(
+            dataset["id"], dataset["qtype"], self.selection, mini_repeat_count=self.num_generations,
+            batch_size=self.args.generation_batch_size // self.num_generations,
+            repeat_count=self.num_iterations * self.args.steps_per_generation, seed=self.args.seed)
 
     def _resolve_reward(self, reward):
         if isinstance(reward, str):
@@ -355,7 +374,11 @@ class SearchGRPOTrainer(GRPOTrainer):
         """`n` random training questions, each repeated num_generations times, as TRL's sampler would batch them."""
         if getattr(self, "_refill_generator", None) is None:
             self._refill_generator = torch.Generator().manual_seed(self.args.seed + 7919)
-        idx = torch.randperm(len(self.train_dataset), generator=self._refill_generator)[:n].tolist()
+        if self.args.prompt_selection == "informative":
+            data = self.train_dataset
+            idx = self.selection.draw(data["id"], data["qtype"], range(len(data)), n, self._refill_generator)
+        else:
+            idx = torch.randperm(len(self.train_dataset), generator=self._refill_generator)[:n].tolist()
         return [dict(self.train_dataset[i]) for i in idx for _ in range(self.num_generations)]
 
     def _scored_batch(self, inputs):
@@ -367,6 +390,8 @@ class SearchGRPOTrainer(GRPOTrainer):
                    .unsqueeze(0)).nansum(dim=1)
         mode = "train" if self.model.training else "eval"
         self._log_reward_by_searches(rewards, mode)
+        if mode == "train" and self.args.prompt_selection != "uniform":
+            self._record_selection(inputs, rewards)
         if self.args.advantage_estimator == "grpo" and not self.args.drop_zero_variance:
             return output, rewards
         num_generations = self.num_generations if mode == "train" else self.num_generations_eval
@@ -388,6 +413,16 @@ class SearchGRPOTrainer(GRPOTrainer):
             # The share of the whole batch's groups, not of this process's slice (which may hold part of a group).
             self._metrics[mode]["search/kept_group_frac"].append(kept_groups.float().mean().item())
         return output, rewards
+
+    def _record_selection(self, inputs, rewards: torch.Tensor) -> None:
+        """Note, per group of the gathered batch, its question and whether its rewards differed; every process
+        records the same groups, so every process's sampler draws the same questions next."""
+        from accelerate.utils import gather_object
+
+        g = self.num_generations
+        rows = gather_object([(str(row.get("id", "")), str(row.get("qtype", "unknown"))) for row in inputs])
+        firsts = rows[::g]
+        self.selection.record([r[0] for r in firsts], [r[1] for r in firsts], informative_groups(rewards, g).tolist())
 
     def _log_reward_by_searches(self, rewards: torch.Tensor, mode: str) -> None:
         """`search/reward_at_<n>_searches`: the mean total reward of the batch's rollouts that searched n times.
@@ -428,12 +463,18 @@ class SearchGRPOTrainer(GRPOTrainer):
             folder = os.path.join(self._get_output_dir(trial=trial),
                                   f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}", "critic")
             self.critic.save(folder, optimizer=not self.args.save_only_model)
+        if self.args.prompt_selection != "uniform" and self.args.should_save:
+            folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+            os.makedirs(folder, exist_ok=True)
+            self.selection.save(folder)
         super()._save_checkpoint(model, trial)
 
     def _load_optimizer_and_scheduler(self, checkpoint):
         # Override: the one resume hook that every setup (single process, DDP, DeepSpeed, FSDP) calls with the
         # checkpoint folder, after the optimizer exists; the critic's weights and optimizer come back here.
         super()._load_optimizer_and_scheduler(checkpoint)
+        if checkpoint is not None and self.args.prompt_selection != "uniform" and not self.selection.load(checkpoint):
+            warnings.warn(f"{checkpoint} has no prompt-selection record: informative selection starts afresh")
         if self.critic is None or checkpoint is None:
             return
         folder = os.path.join(checkpoint, "critic")

@@ -1,0 +1,110 @@
+"""Difficulty-aware prompt selection, estimated from the rollouts already made (R1-Searcher section 2.1, online).
+
+R1-Searcher keeps the questions its policy solves sometimes: a question every rollout solves, or none does, gives a
+group with one reward and so zero advantage. It labels difficulty offline with extra rollouts
+(`searchrl.data.difficulty`). This module does the same online, at no generation cost: every scored group tells
+whether its question was informative (its rewards differed), and the next questions are drawn with weights from
+that record.
+
+- A question's type (single_hop, inference, ...) gets the smoothed share of its groups that were informative,
+  (informative + 1) / (groups + 2), so types the policy never or always solves are drawn less as evidence comes
+  in, and a type not yet seen starts at one half.
+- A question whose last group was uninformative keeps RECHECK_WEIGHT of that, not zero: the policy changes, and a
+  question it could not solve yesterday may be the informative one today.
+
+`InformativeSampler` replaces TRL's RepeatSampler with the same index layout (each question repeated
+num_generations times, each generation batch repeated for its accumulation windows), drawing each batch's
+questions by these weights when the batch is needed. Every process draws from the same seed and the same record
+(built from the gathered batch), so all processes draw the same questions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import torch
+from torch.utils.data import Sampler
+
+PROMPT_SELECTIONS = ("uniform", "informative")
+RECHECK_WEIGHT = 0.25  # a question last seen uninformative is drawn at a quarter of its type's weight
+STATE_FILE = "prompt_selection.json"
+
+
+class SelectionRecord:
+    """Which groups were informative, per question type and per question, from the rollouts made so far."""
+
+    def __init__(self) -> None:
+        self.by_type: dict[str, list[int]] = {}  # qtype -> [informative groups, groups]
+        self.last_informative: dict[str, bool] = {}  # question id -> whether its latest group was informative
+
+    def record(self, ids: Sequence[str], qtypes: Sequence[str], informative: Sequence[bool]) -> None:
+        """One entry per scored group: its question's id and type, and whether its rewards differed."""
+        for qid, qtype, flag in zip(ids, qtypes, informative, strict=True):
+            counts = self.by_type.setdefault(str(qtype), [0, 0])
+            counts[0] += int(bool(flag))
+            counts[1] += 1
+            self.last_informative[str(qid)] = bool(flag)
+
+    def type_rate(self, qtype: str) -> float:
+        informative, groups = self.by_type.get(str(qtype), (0, 0))
+        return (informative + 1) / (groups + 2)
+
+    def weight(self, qid: str, qtype: str) -> float:
+        w = self.type_rate(qtype)
+        return w * RECHECK_WEIGHT if self.last_informative.get(str(qid)) is False else w
+
+    def draw(self, ids: Sequence[str], qtypes: Sequence[str], candidates: Sequence[int], n: int,
+             generator: torch.Generator) -> list[int]:
+        """`n` distinct indices from `candidates` (indices into ids/qtypes), drawn with the record's weights."""
+        if n > len(candidates):
+            raise ValueError(f"cannot draw {n} questions from {len(candidates)}")
+        weights = torch.tensor([self.weight(ids[i], qtypes[i]) for i in candidates], dtype=torch.float64)
+        picked = torch.multinomial(weights, n, replacement=False, generator=generator).tolist()
+        return [candidates[p] for p in picked]
+
+    def state_dict(self) -> dict:
+        return {"by_type": self.by_type, "last_informative": self.last_informative}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.by_type = {k: list(v) for k, v in state.get("by_type", {}).items()}
+        self.last_informative = dict(state.get("last_informative", {}))
+
+    def save(self, folder: str | Path) -> None:
+        (Path(folder) / STATE_FILE).write_text(json.dumps(self.state_dict(), indent=1))
+
+    def load(self, folder: str | Path) -> bool:
+        """Restore from a checkpoint folder; False when it holds no record (a run without selection saved it)."""
+        path = Path(folder) / STATE_FILE
+        if not path.exists():
+            return False
+        self.load_state_dict(json.loads(path.read_text()))
+        return True
+
+
+class InformativeSampler(Sampler[int]):
+    """TRL's RepeatSampler layout, with each batch's `batch_size` questions drawn by the record's weights (without
+    replacement within an epoch) at the moment the batch is needed."""
+
+    def __init__(self, ids: Sequence[str], qtypes: Sequence[str], record: SelectionRecord, *,
+                 mini_repeat_count: int, batch_size: int, repeat_count: int, seed: int) -> None:
+        self.ids, self.qtypes, self.record = list(ids), list(qtypes), record
+        self.mini_repeat_count, self.batch_size, self.repeat_count = mini_repeat_count, batch_size, repeat_count
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def __len__(self) -> int:
+        return (len(self.ids) // self.batch_size) * self.batch_size * self.mini_repeat_count * self.repeat_count
+
+    def __iter__(self) -> Iterator[int]:
+        unused = list(range(len(self.ids)))
+        for _ in range(len(self.ids) // self.batch_size):
+            chunk = self.record.draw(self.ids, self.qtypes, unused, self.batch_size, self.generator)
+            taken = set(chunk)
+            unused = [i for i in unused if i not in taken]
+            for _ in range(self.repeat_count):
+                for index in chunk:
+                    yield from [index] * self.mini_repeat_count
+
+
+__all__ = ["PROMPT_SELECTIONS", "RECHECK_WEIGHT", "InformativeSampler", "SelectionRecord"]
