@@ -59,5 +59,10 @@ def test_micro_batches_map_to_trl_arguments_and_a_size_that_does_not_divide_the_
     assert (args.per_device_train_batch_size, args.gradient_accumulation_steps, args.generation_batch_size) == (4, 4, 16)
     cold = sft_args(RunConfig(micro_batch_size=3, num_generations=3, prompts_per_step=1), tmp_path)
     assert (cold.per_device_train_batch_size, cold.gradient_accumulation_steps) == (2, 4)  # 8 examples a step
+    # Under two processes each takes half of the same 8 examples: the cold start keeps its number of steps.
+    cold = sft_args(RunConfig(micro_batch_size=3, num_generations=3, prompts_per_step=1), tmp_path, num_processes=2)
+    assert (cold.per_device_train_batch_size, cold.gradient_accumulation_steps) == (2, 2)
+    with pytest.raises(ValueError, match="cannot be split over 3 processes"):
+        sft_args(RunConfig(), tmp_path, num_processes=3)
     with pytest.raises(ConfigError, match="micro_batch_size must divide prompts_per_step x num_generations = 8"):
         RunConfig(prompts_per_step=2, num_generations=4, micro_batch_size=3)

@@ -64,12 +64,22 @@ def lora_config(cfg: RunConfig):
     return LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, task_type="CAUSAL_LM", target_modules="all-linear")
 
 
-def sft_args(cfg: RunConfig, output_dir: str | Path, *, batch_size: int = 8, max_length: int = 1024):
+def sft_args(cfg: RunConfig, output_dir: str | Path, *, batch_size: int = 8, max_length: int = 1024,
+             num_processes: int | None = None):
     """The SFTConfig of this run's cold start (nothing saved by the trainer: the run saves the model itself).
-    `batch_size` examples make one optimizer step, in micro-batches of at most `micro_batch_size` (the largest
-    divisor of `batch_size` that fits) when the run sets one."""
+    `batch_size` examples make one optimizer step, however many processes share it (`num_processes`, default: those
+    of this launch), so a cold start under `accelerate launch` takes the same steps as in one process; each process's
+    share runs in micro-batches of at most `micro_batch_size` (the largest divisor that fits) when the run sets one."""
     from trl import SFTConfig
 
+    if num_processes is None:
+        from accelerate import PartialState
+
+        num_processes = PartialState().num_processes
+    if batch_size % num_processes:
+        raise ValueError(f"the cold start's batch of {batch_size} examples cannot be split over {num_processes} "
+                         f"processes; launch a number of processes that divides {batch_size}")
+    batch_size //= num_processes
     micro = batch_size
     if 0 < cfg.micro_batch_size < batch_size:
         micro = max(d for d in range(1, cfg.micro_batch_size + 1) if batch_size % d == 0)
