@@ -459,12 +459,10 @@ class SearchGRPOTrainer(GRPOTrainer):
     def _save_checkpoint(self, model, trial):
         # Override (TRL 1.16 uses this hook for its own extra state): write checkpoint-N/critic/ before super(), so
         # the checkpoint is complete once super() writes trainer_state.json, and rotation and hub pushes include it.
+        folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
         if self.critic is not None and self.args.should_save:
-            folder = os.path.join(self._get_output_dir(trial=trial),
-                                  f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}", "critic")
-            self.critic.save(folder, optimizer=not self.args.save_only_model)
+            self.critic.save(os.path.join(folder, "critic"), optimizer=not self.args.save_only_model)
         if self.args.prompt_selection != "uniform" and self.args.should_save:
-            folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
             os.makedirs(folder, exist_ok=True)
             self.selection.save(folder)
         super()._save_checkpoint(model, trial)
