@@ -242,3 +242,25 @@ def test_no_gradient_reaches_the_logits_of_retrieved_tokens(tokenizer, tmp_path)
     # ... while every position predicting a token the model writes (query, answer, EOS) does.
     written = list(range(n_prompt - 1, obs_start - 1)) + list(range(obs_start + n_obs - 1, len(labels) - 1))
     assert torch.all(grad[written] > 0)
+
+
+
+def test_grouping_by_length_pads_short_items_less(tokenizer, tmp_path):
+    from searchrl.config import RunConfig
+    from searchrl.trainer.arguments import sft_args
+
+    # One long item in eight, as a knowledge cold start mixes trajectories with short fact statements.
+    items = [{"prompt": "", "segments": [("word " * (200 if i % 8 == 0 else 4), True)]} for i in range(160)]
+    model = tiny_test_policy(seed=1)[0]
+    padded, long_batches = {}, {}
+    for grouped in (False, True):
+        args = sft_args(RunConfig(sft_group_by_length=grouped, seed=3), tmp_path, num_processes=1)
+        shapes = [batch["input_ids"].shape for batch in make_sft_trainer(model, tokenizer, items, args)
+                  .get_train_dataloader()]
+        assert sum(n for n, _ in shapes) == 160  # every item once, in batches of 8
+        padded[grouped] = sum(n * width for n, width in shapes)
+        long_batches[grouped] = sum(width > 100 for _, width in shapes)
+    # Random order scatters the 20 long items over most of the 20 batches; grouping (within mega-batches of 40
+    # items here) packs them into few, so the short items stop paying for their padding.
+    assert long_batches[True] <= 6 and long_batches[False] >= 10
+    assert padded[True] < 0.5 * padded[False]

@@ -87,6 +87,7 @@ def sft_args(cfg: RunConfig, output_dir: str | Path, *, batch_size: int = 8, max
         output_dir=str(output_dir), num_train_epochs=cfg.sft_epochs, learning_rate=cfg.sft_learning_rate,
         per_device_train_batch_size=micro, gradient_accumulation_steps=batch_size // micro, max_length=max_length,
         seed=cfg.seed, logging_steps=5,
+        train_sampling_strategy="group_by_length" if cfg.sft_group_by_length else "random",
         report_to=cfg.report_to, save_strategy="no",
         # SFTConfig turns activation checkpointing on by default; a small model on a CPU only pays for it.
         activation_checkpointing=False, disable_tqdm=True,
