@@ -45,6 +45,7 @@ def test_the_whole_quickstart_path(tmp_path, monkeypatch):
     exp.bars(table)
     assert "searchrl-trajectory" in exp.show_trajectories("after RL", n=1)
     assert (exp.run_dir / "figures" / "training_curves.png").exists()
+    assert not (exp.run_dir / "figures" / "reward_terms.png").exists()  # one reward term: nothing to split
     assert exp.finish() == exp.run_dir
     assert json.loads((exp.run_dir / "status.json").read_text())["status"] == "completed"
 
@@ -60,6 +61,8 @@ def test_two_stage_schedule_trains_stage1_rewards_then_the_runs_own(tmp_path, mo
     # Stage 1 logs R1-Searcher's retrieval and stage-1 format rewards, stage 2 the answer and stage-2 format rewards.
     for reward in ("retrieval_r1s", "format_r1s_stage1", "f1", "format_r1s_stage2"):
         assert any(reward in column for column in logged), (reward, list(logged))
+    exp.curves()  # several reward terms: each gets its own panel
+    assert (exp.run_dir / "figures" / "reward_terms.png").exists()
 
 
 @pytest.mark.slow

@@ -369,6 +369,10 @@ class Experiment:
         fig = training_curves({self.cfg.run_name or self.run_dir.name: frame},
                               metrics=("reward", "completions/model_tokens", "search/searches_per_sample"))
         save_figure(fig, self.run_dir / "figures" / "training_curves.png")
+        terms = [c for c in frame.columns if c.startswith("rewards/") and c.endswith("/mean")]
+        if len(terms) > 1:  # each reward term on its own (R-Search's evidence reward, a format term, ...)
+            save_figure(training_curves(frame, metrics=terms, title="reward terms (unweighted means)"),
+                        self.run_dir / "figures" / "reward_terms.png")
         payoff = search_payoff_curves(frame)
         if payoff is not None:  # does a second search pay? (shown here, returned figure stays the curves)
             save_figure(payoff, self.run_dir / "figures" / "search_payoff.png")
