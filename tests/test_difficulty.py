@@ -64,8 +64,8 @@ def _rows(ids=SOLVE_AT):
             for q in ids]
 
 
-def _sampler(tokenizer, generator, retriever, rollout=None):
-    return PolicySampler(None, tokenizer, MiniProtocol(), retriever, rollout or RolloutConfig(), chat=False,
+def _sampler(tokenizer, generator, retriever, rollout=None, **kwargs):
+    return PolicySampler(None, tokenizer, MiniProtocol(), retriever, rollout or RolloutConfig(), chat=False, **kwargs,
                          policy_name="scripted", batch_size=64, generator=generator)
 
 
@@ -84,6 +84,14 @@ def test_buckets_follow_the_papers_bounds():
         "easy", "easy", "medium", "medium", "difficult", "difficult", "unsolved"]
     narrow = DifficultyConfig(difficulty_easy_below=2, difficulty_hard_above=3)
     assert [bucket_of(k, narrow) for k in (1, 2, 3, 4)] == ["easy", "medium", "medium", "difficult"]
+
+
+@pytest.mark.parametrize("progress", [True, False])
+def test_a_sampling_round_shows_its_own_bar_over_questions(tokenizer, capsys, progress):
+    sampler = _sampler(tokenizer, SolveAtGenerator(tokenizer, SOLVE_AT), FakeRetriever(), progress=progress)
+    assert len(sampler.correct(_rows(), 3)) == len(_rows())
+    err = capsys.readouterr().err
+    assert ("difficulty round (3 each)" in err and f"{len(_rows())}/{len(_rows())}" in err) == progress
 
 
 def test_labels_come_from_the_first_correct_rollout_of_the_engine(tokenizer, tmp_path):

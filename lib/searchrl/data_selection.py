@@ -92,7 +92,7 @@ class PolicySampler:
 
     def __init__(self, model, tokenizer, protocol: SearchProtocol | str, retriever, rollout: RolloutConfig, *,
                  metric_name: str = "cem", min_score: float = 1.0, policy_name: str = "", batch_size: int = 16,
-                 chat: bool = True, seed: int = 0, generator: TurnGenerator | None = None):
+                 chat: bool = True, seed: int = 0, generator: TurnGenerator | None = None, progress: bool = True):
         if rollout.temperature <= 0 and generator is None:
             raise ValueError("difficulty labelling compares repeated rollouts, which greedy decoding makes identical: "
                              "use a rollout temperature > 0")
@@ -101,6 +101,9 @@ class PolicySampler:
         self.metric_name, self.score, self.min_score = metric_name, metric(metric_name), min_score
         self.batch_size, self.chat, self.seed, self.generator = batch_size, chat, seed, generator
         self.calls = 0
+        # A round samples every unsolved question at once (hundreds of rollouts, minutes on a CPU): show its own bar
+        # over questions, since the labelling bar only moves when a round ends.
+        self.progress = progress
         self.identity = {
             "policy": policy_identity(policy_name, model),
             "protocol": self.protocol.name,
@@ -137,7 +140,7 @@ class PolicySampler:
         for row, _, trajs in rollout_questions(self.model, self.tokenizer, self.protocol, self.retriever, rows,
                                                self.rollout, greedy=False, batch_size=self.batch_size,
                                                chat=self.chat, repeats=repeats, generator=self.generator,
-                                               progress=False):
+                                               progress=self.progress, desc=f"difficulty round ({repeats} each)"):
             answers = [self.protocol.parse(completion_text(t, self.tokenizer)).answer for t in trajs]
             out.append([self.score(a, row["golden_answers"]) >= self.min_score for a in answers])
         return out
