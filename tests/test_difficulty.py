@@ -16,6 +16,7 @@ from searchrl.data.difficulty import (
     difficulty_problems,
     label_difficulty,
     mix_by_recipe,
+    mixture_problems,
     recipe_counts,
     recipe_for_stage,
 )
@@ -244,3 +245,17 @@ def test_histogram_counts_per_bucket_and_type():
     assert [t.get_text() for t in ax.get_xticklabels()] == ["easy", "medium", "difficult", "unsolved"]
     assert fig._repr_png_()[:4] == b"\x89PNG"
     assert difficulty_counts(ROWS)["questions"].tolist() == [4, 6, 3, 1]
+
+
+def test_a_mixture_that_loses_a_question_type_is_reported_with_that_types_labels():
+    # Two-hop questions all unsolved, as the 135M reference policy left them: a medium/difficult recipe keeps only
+    # single-hop ones.
+    pool = [{**make_row(f"s{i}", f"Single {i}?", ["a"]), "metadata": {"type": "single_hop", "difficulty": b}}
+            for i, b in enumerate(["easy", "medium", "medium", "difficult", "difficult", "unsolved"])]
+    pool += [{**make_row(f"t{i}", f"Two {i}?", ["a"]), "metadata": {"type": "inference", "difficulty": "unsolved"}}
+             for i in range(3)]
+    chosen = mix_by_recipe(pool, {"medium": 0.5, "difficult": 0.5}, seed=0)
+    assert {r["metadata"]["type"] for r in chosen} == {"single_hop"}
+    (line,) = mixture_problems(pool, chosen)
+    assert "kept 4 questions" in line and "type(s) inference" in line and "inference: unsolved 3" in line
+    assert mixture_problems(pool, pool) == []  # every type kept: nothing to say

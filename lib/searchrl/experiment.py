@@ -272,7 +272,7 @@ class Experiment:
 
     def _stage_rows(self, stage) -> list:
         """The training questions of one RL stage: with a data_recipe, the labelled questions mixed by it."""
-        from searchrl.data.difficulty import mix_by_recipe, recipe_for_stage
+        from searchrl.data.difficulty import mix_by_recipe, mixture_problems, recipe_for_stage
 
         cfg = self.cfg
         if not (cfg.difficulty_rollouts and cfg.data_recipe):
@@ -280,6 +280,8 @@ class Experiment:
         recipe = recipe_for_stage(cfg.data_recipe, stage.name)
         rows = mix_by_recipe(self.labelled_rows, recipe, seed=cfg.seed)
         print(f"{stage.name}: {len(rows)} training questions by recipe {recipe}")
+        for line in mixture_problems(self.labelled_rows, rows):
+            warnings.warn(f"{stage.name}: {line}", stacklevel=2)
         return rows
 
     def train_stage(self, model, stage):
