@@ -218,6 +218,17 @@ def test_retrieval_r1s_of_r1_searcher_eq1():
     assert score("retrieval_r1s", completions, num_searches=[2, 0, 1]) == [0.5, 0.0, 0.5]
 
 
+def test_repeated_query_penalty_only_for_a_query_asked_twice():
+    completions = [answer("x"), searched("mother of Ann", "d", answer("x")),
+                   searched("mother of Ann", "d", searched("father of Bo", "e", answer("x"))),
+                   searched("mother of Ann", "d", searched("Mother of  ann?", "d", answer("x")))]
+    # case, punctuation and spacing do not make a query new; a different second hop is no repeat
+    assert score("repeated_query_penalty", completions) == [0.0, 0.0, 0.0, -0.5]
+    assert score("repeated_query_penalty", completions[3:], opts={"penalty": -1.0}) == [-1.0]
+    with pytest.raises(ValueError, match="negative"):
+        score("repeated_query_penalty", completions, opts={"penalty": 0.5})
+
+
 # ------------------------------------------------------------------------------------------------ group reward
 
 

@@ -26,7 +26,7 @@ from .registry import (
     reward_options,
     reward_problems,
 )
-from .search_count import RetrievalReward
+from .search_count import RepeatedQueryPenalty, RetrievalReward
 
 __all__ = [
     "EVIDENCE_TEMPLATE",
@@ -38,6 +38,7 @@ __all__ = [
     "FormatReward",
     "GroupReward",
     "RSearchFormatReward",
+    "RepeatedQueryPenalty",
     "RetrievalReward",
     "RewardFunction",
     "RewardSpec",
