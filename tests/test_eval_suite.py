@@ -74,6 +74,21 @@ def test_tidy_and_paired_differences_are_over_the_same_questions(suite):
     assert (suite.run_dir / "paired_naive_f1.csv").exists()
 
 
+def test_tool_summaries_report_each_evidence_tool_against_its_own_policy(suite):
+    assert suite.tool_summaries().empty and not (suite.run_dir / "tool_summary.csv").exists()
+    tool = _result([f"q{i}" for i in range(4)], [1.0, 0.0, 1.0, 1.0])
+    tool.records["policy_f1"] = [0.0, 0.0, 1.0, 0.0]
+    for name in ("em", "cem"):
+        tool.records[f"policy_{name}"] = tool.records["policy_f1"]
+    tool.records["has_evidence"] = [True, True, False, True]
+    suite.results[("synthetic", "evidence_tool:/runs/a")] = tool
+    (row,) = suite.tool_summaries().to_dict("records")
+    assert row["method"] == "evidence_tool:/runs/a" and row["dataset"] == "synthetic"
+    assert row["tool_f1"] == pytest.approx(0.75) and row["policy_f1"] == pytest.approx(0.25)
+    assert row["tool_minus_policy_f1"] == pytest.approx(0.5) and row["evidence_rate"] == pytest.approx(0.75)
+    assert (suite.run_dir / "tool_summary.csv").exists()
+
+
 def test_paper_tables_take_only_the_datasets_the_paper_shows(suite):
     tables = suite.paper_tables()
     cells = tables["search_r1_table2"].cells

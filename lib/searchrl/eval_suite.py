@@ -297,6 +297,20 @@ class EvalSuite:
         frame.to_csv(self.run_dir / f"paired_{_slug(reference)}_{metric}.csv", index=False)
         return frame
 
+    def tool_summaries(self, metric: str = "f1") -> pd.DataFrame:
+        """R-Search-as-a-Tool rows (`evidence_tool:` baselines), one per dataset: the other model's and the policy's
+        own scores on the same questions, the evidence rate, and tool minus policy on `metric` with its paired
+        95% interval (`searchrl.evidence_tool.tool_summary`); saved as tool_summary.csv. Empty without such a
+        baseline."""
+        from searchrl.evidence_tool import tool_summary
+
+        rows = [{"dataset": bench, "method": method, **tool_summary(result, metric)}
+                for (bench, method), result in self.results.items() if f"policy_{metric}" in result.records]
+        frame = pd.DataFrame(rows)
+        if rows:
+            frame.to_csv(self.run_dir / "tool_summary.csv", index=False)
+        return frame
+
     def paper_tables(self) -> dict[str, Any]:
         """Our results in each layout of `paper_layouts`, beside the papers' numbers; saved as markdown and HTML."""
         from searchrl.paper_tables import LAYOUTS, our_settings, paper_table
