@@ -1,8 +1,8 @@
 """How many tokens a cold-start epoch pays for, padding included: random batches against length-grouped ones.
 
 A batch is padded to its longest item, so one long trajectory in a batch of short fact statements (R1-Searcher++'s
-knowledge cold start) makes the whole batch cost as much as eight trajectories. This builds the cold-start items of
-a notebook's profile exactly as a run does (templated trajectories, then fact statements), tokenizes them, and
+knowledge cold start) makes the whole batch cost as much as eight trajectories. This takes the cold-start items of
+a notebook's profile from the run's own `Experiment.cold_start_items`, tokenizes them, and
 counts padded tokens per epoch for each forward-pass size, in random order (five seeds) and with transformers'
 length-grouped sampler (what `sft_group_by_length` turns on). No model runs; padded tokens are what the forward and
 backward passes cost.
@@ -43,7 +43,6 @@ def main() -> None:
 
     from transformers.trainer_pt_utils import LengthGroupedSampler
 
-    from searchrl.data.synthetic.trajectories import fact_statement_items, templated_trajectories
     from searchrl.experiment import Experiment
     from searchrl.runner import plan_run
     from searchrl.sft.tokenize import tokenize_sft
@@ -53,12 +52,8 @@ def main() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         exp = Experiment(cfg, notebook="sft_padding", run_dir=tempfile.mkdtemp())
-    rows = [r for r in exp.train_rows if r["metadata"].get("type") in cfg.sft_question_types]
-    items = templated_trajectories(rows, exp.protocol, exp.retriever, rollout=cfg.rollout_config(),
-                                   tokenizer=exp.tokenizer, chat=cfg.chat_prompt, seed=cfg.seed)[: cfg.sft_examples]
-    trajectories = len(items)
-    if cfg.sft_fact_repeats:
-        items += fact_statement_items(exp.world, cfg, exp.protocol)
+    items = exp.cold_start_items()
+    trajectories = sum(item.get("qtype") != "fact" for item in items)
     lengths = [len(ids) for ids in tokenize_sft(items, exp.tokenizer, 1024)["input_ids"]]
     generator = torch.Generator()
     generator.manual_seed(cfg.seed)

@@ -244,7 +244,6 @@ def test_no_gradient_reaches_the_logits_of_retrieved_tokens(tokenizer, tmp_path)
     assert torch.all(grad[written] > 0)
 
 
-
 def test_grouping_by_length_pads_short_items_less(tokenizer, tmp_path):
     from searchrl.config import RunConfig
     from searchrl.trainer.arguments import sft_args

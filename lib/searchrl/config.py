@@ -175,7 +175,7 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     """Batch cold-start examples of similar length together (transformers' length-grouped sampler) instead of in
     random order, so that short items are not padded to a long one. Pays when lengths differ widely: R1-Searcher++'s
     knowledge cold start mixes 48 trajectories of up to 900 tokens with ~900 fact statements of ~30, and grouping
-    cuts its padded tokens per epoch from ~245k to ~82k in batches of 8, and from ~94k to ~64k in micro-batches of 2
+    cuts its padded tokens per epoch from ~250k to ~83k in batches of 8, and from ~95k to ~64k in micro-batches of 2
     (benchmarks/sft_padding.py)."""
 
     # == RL ==

@@ -207,10 +207,29 @@ class Experiment:
 
     # ---- cold start -------------------------------------------------------------------------------------------
 
+    def cold_start_items(self) -> list:
+        """What the cold start trains on: `sft_examples` templated trajectories, then (R1-Searcher++'s internal
+        knowledge, with `sft_fact_repeats`) the synthetic world's internal facts as short statements, each item
+        with `qtype` ("fact" for a statement)."""
+        from searchrl.data.synthetic.trajectories import templated_trajectories
+
+        cfg = self.cfg
+        rows = balanced_take(self.train_rows if cfg.dataset != "synthetic" else self.world.splits["train"],
+                             cfg.sft_examples * 2, cfg.sft_question_types or None, cfg.seed + 2)
+        items = templated_trajectories(rows, self.protocol, self.retriever, rollout=cfg.rollout_config(),
+                                       tokenizer=self.tokenizer, chat=cfg.chat_prompt, seed=cfg.seed)
+        items = items[: cfg.sft_examples]
+        if cfg.dataset == "synthetic" and cfg.sft_fact_repeats:
+            # R1-Searcher++'s internal knowledge, made: the internal facts are taught as short statements (inside
+            # the protocol's internal-answer span when it has one), so the model can answer them without searching.
+            from searchrl.data.synthetic.trajectories import fact_statement_items
+
+            items = items + fact_statement_items(self.world, cfg, self.protocol)
+        return items
+
     def cold_start(self, model):
         """SFT on templated trajectories with retrieved tokens masked out of the loss (R1-Searcher++ eq. 2)."""
         from searchrl.data.synthetic.budget import budget_problems, items_budget
-        from searchrl.data.synthetic.trajectories import templated_trajectories
         from searchrl.sft import sft_train
         from searchrl.trainer.arguments import sft_args
 
@@ -220,21 +239,11 @@ class Experiment:
         done = self.run_dir / "checkpoints" / "cold_start"
         if cfg.resume and (done / "config.json").exists():
             return self.load_model(str(done))  # a resumed run keeps the cold start it already paid for
-        rows = balanced_take(self.train_rows if cfg.dataset != "synthetic" else self.world.splits["train"],
-                             cfg.sft_examples * 2, cfg.sft_question_types or None, cfg.seed + 2)
-        items = templated_trajectories(rows, self.protocol, self.retriever, rollout=cfg.rollout_config(),
-                                       tokenizer=self.tokenizer, chat=cfg.chat_prompt, seed=cfg.seed)
-        items = items[: cfg.sft_examples]
-        budget = items_budget(items, self.tokenizer, cfg.max_completion_tokens)
+        items = self.cold_start_items()
+        budget = items_budget(items, self.tokenizer, cfg.max_completion_tokens)  # fact statements are not counted
         write_json(self.run_dir / "sft" / "budget.json", budget)
         for line in budget_problems(budget, cfg.max_completion_tokens, what="cold-start demonstrations"):
             warnings.warn(line, stacklevel=2)  # the cold start would teach trajectories that rollouts cut off
-        if cfg.dataset == "synthetic" and cfg.sft_fact_repeats:
-            # R1-Searcher++'s internal knowledge, made: the internal facts are taught as short statements (inside
-            # the protocol's internal-answer span when it has one), so the model can answer them without searching.
-            from searchrl.data.synthetic.trajectories import fact_statement_items
-
-            items = items + fact_statement_items(self.world, cfg, self.protocol)
         log = sft_train(model, self.tokenizer, items, sft_args(cfg, self.run_dir / "sft"), stage_bar="cold start")
         write_json(self.run_dir / "sft" / "history.json", log)
         self.save_model(model, "cold_start")

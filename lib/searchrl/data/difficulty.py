@@ -382,14 +382,10 @@ def mixture_problems(labelled: Sequence[Mapping], chosen: Sequence[Mapping]) -> 
     (the reference policy solved none of them in the buckets the recipe takes), with the pool's buckets per type.
     A weak reference policy does this quietly: on the CPU profile's 135M policy, every two-hop question was
     unsolved in 8 rollouts, so a medium/difficult recipe trained on single-hop questions alone."""
-    def qtype(row: Mapping) -> str:
-        return str((row.get("metadata") or {}).get("type", "unknown"))
-
-    kept = {qtype(row) for row in chosen}
-    lost = sorted({qtype(row) for row in labelled} - kept)
+    pool = difficulty_counts(labelled, by_type=True)
+    lost = sorted(set(pool.columns) - set(difficulty_counts(chosen, by_type=True).columns))
     if not lost:
         return []
-    pool = difficulty_counts(labelled, by_type=True)
     detail = "; ".join(f"{t}: " + ", ".join(f"{b} {int(n)}" for b, n in pool[t].items() if n) for t in lost)
     return [(f"the difficulty recipe kept {len(chosen)} questions and no question of type(s) {', '.join(lost)} "
             f"(their labels: {detail}). RL will not train on them; label with a stronger reference policy "

@@ -38,9 +38,10 @@ class RetrievalReward(RewardFunction):
 REWARDS.register("retrieval_r1s", RewardSpec(RetrievalReward, {"value": 0.5, "min_searches": 1}),
                  doc="0.5 when the rollout searched at least once (R1-Searcher eq. 1, stage 1)")
 
+
 class RepeatedQueryPenalty(RewardFunction):
-    """`penalty` (a negative number) when a rollout issues the same query twice (compared after normalising case,
-    punctuation and spaces), else 0.
+    """`penalty` (a negative number) when a rollout issues the same query twice (compared as answers are: case,
+    punctuation, articles and spacing ignored; `normalize_answer`), else 0.
 
     Not from the papers: a guard. With one document per search, a repeated query retrieves the same document again,
     so the second search adds nothing; yet a small policy learns to make two searches by repeating the first. Under
@@ -62,11 +63,12 @@ class RepeatedQueryPenalty(RewardFunction):
 
 
 def _has_repeat(queries: list[str]) -> bool:
-    seen = [" ".join(normalize_answer(q).split()) for q in queries]
+    seen = [normalize_answer(q) for q in queries]
     return len(set(seen)) < len(seen)
 
 
 REWARDS.register("repeated_query_penalty", RewardSpec(RepeatedQueryPenalty, {"penalty": -0.5}),
                  doc="-0.5 when a rollout repeats one of its queries word for word (a guard, not from the papers)")
+
 
 __all__ = ["RepeatedQueryPenalty", "RetrievalReward"]
