@@ -375,8 +375,10 @@ class SearchGRPOTrainer(GRPOTrainer):
         if getattr(self, "_refill_generator", None) is None:
             self._refill_generator = torch.Generator().manual_seed(self.args.seed + 7919)
         if self.args.prompt_selection == "informative":
-            data = self.train_dataset
-            idx = self.selection.draw(data["id"], data["qtype"], range(len(data)), n, self._refill_generator)
+            if getattr(self, "_refill_columns", None) is None:  # read once: a column read walks the whole table
+                self._refill_columns = (self.train_dataset["id"], self.train_dataset["qtype"])
+            ids, qtypes = self._refill_columns
+            idx = self.selection.draw(ids, qtypes, range(len(ids)), n, self._refill_generator)
         else:
             idx = torch.randperm(len(self.train_dataset), generator=self._refill_generator)[:n].tolist()
         return [dict(self.train_dataset[i]) for i in idx for _ in range(self.num_generations)]
