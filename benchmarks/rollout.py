@@ -2,7 +2,8 @@
 
 Both comparisons run side by side in one process, on the same model, batch and token counts:
   1. tokens/s of sampled tokens: search rollouts (generate -> retrieve -> append -> continue; with the KV cache
-     kept across turns, and re-prefilled every turn) versus one plain `generate` call sampling the same tokens:
+     kept across turns, with and without one shared prefill of the prompts' common opening, and re-prefilled every
+     turn) versus one plain `generate` call sampling the same tokens:
      row i samples exactly as many as search row i did ("matched"), or every row the mean ("uniform", which hides
      the cost of uneven lengths that plain sampling also pays). Target: ratio >= 0.9. Also where the rollout's
      time goes: prefill of prompts and documents, decode steps, sampling, retrieval, the rest (bookkeeping).
@@ -61,6 +62,7 @@ def main() -> None:
     from searchrl.protocols import get_protocol
     from searchrl.retrieval import BM25Retriever
     from searchrl.rollout import HFTurnGenerator, RolloutConfig, SearchRollout
+    from searchrl.rollout.kv_turns import common_prefix_length
 
     torch.manual_seed(0)
     model, tok = tiny_test_policy(0) if args.tiny else load_policy(args.policy, device="cpu")
@@ -101,17 +103,23 @@ def main() -> None:
         own.reset()
         return time.perf_counter() - t0
 
-    engines = {reuse: SearchRollout(protocol, retriever, tok,
-                                    HFTurnGenerator(model, tok, protocol.stop_strings, reuse_cache=reuse), rollout_cfg)
-               for reuse in (True, False)}
-    totals = {"search": 0.0, "reprefill": 0.0, "plain_uniform": 0.0, "plain_matched": 0.0, "plain_own_matched": 0.0}
+    # Three search paths: the kept cache with the prompts' common opening prefilled once (the default), the kept
+    # cache with every prompt prefilled whole, and no kept cache (every turn re-prefilled).
+    engines = {key: SearchRollout(protocol, retriever, tok,
+                                  HFTurnGenerator(model, tok, protocol.stop_strings, reuse_cache=key != "reprefill"),
+                                  rollout_cfg)
+               for key in ("search", "unshared", "reprefill")}
+    if engines["unshared"].generator.kv is not None:
+        engines["unshared"].generator.kv.share_prefix = False
+    totals = {"search": 0.0, "unshared": 0.0, "reprefill": 0.0, "plain_uniform": 0.0, "plain_matched": 0.0,
+              "plain_own_matched": 0.0}
     sampled, searches, per_row = 0, 0, []
     for repeat in range(args.repeats):
         # The same seed for both rollouts: both generators sample the same trajectories, so only speed differs.
-        for reuse, key in ((True, "search"), (False, "reprefill")):
+        for key in ("search", "unshared", "reprefill"):
             torch.manual_seed(repeat)
             t0 = time.perf_counter()
-            trajs = engines[reuse].run(prompts)
+            trajs = engines[key].run(prompts)
             totals[key] += time.perf_counter() - t0
         lengths = [sum(t.env_mask) for t in trajs]
         sampled += sum(lengths)
@@ -125,7 +133,7 @@ def main() -> None:
     tps = {key: sampled / seconds for key, seconds in totals.items()}
     # Where the search rollouts' time went: model work (prefill of prompts and of appended documents, one-token
     # decode steps, sampling), the retriever, and everything else (turn bookkeeping, tokenising observations).
-    kv, engine = engines[True].generator.kv, engines[True]
+    kv, engine = engines["search"].generator.kv, engines["search"]
     parts = {**(kv.stats if kv is not None else {}), "retrieval_s": engine.retrieval_s}
     parts["other_s"] = totals["search"] - sum(parts.values())
     breakdown = {key: value / totals["search"] for key, value in parts.items()}
@@ -139,6 +147,8 @@ def main() -> None:
         "rollout_ratio": tps["search"] / tps["plain_matched"],
         "rollout_ratio_uniform": tps["search"] / tps["plain_uniform"],
         "reprefill_ratio": tps["reprefill"] / tps["plain_matched"],
+        "unshared_ratio": tps["unshared"] / tps["plain_matched"],
+        "shared_prefix_tokens": common_prefix_length(prompts) if len(prompts) > 1 else 0,
         "rollout_ratio_same_sampler": tps["search"] / tps["plain_own_matched"],
         "search_time_shares": breakdown,
         "retrieval_and_bookkeeping_share": breakdown["retrieval_s"] + breakdown["other_s"],
@@ -149,7 +159,9 @@ def main() -> None:
           f"own decode loop)\n"
           f"ratio {result['rollout_ratio']:.2f} against matched lengths (target >= 0.9); "
           f"{result['rollout_ratio_uniform']:.2f} against uniform lengths; {result['rollout_ratio_same_sampler']:.2f} "
-          f"against matched lengths with the same decode loop; {result['reprefill_ratio']:.2f} without the kept cache")
+          f"against matched lengths with the same decode loop; {result['unshared_ratio']:.2f} without one shared "
+          f"prefill of the prompts' common {result['shared_prefix_tokens']} tokens; {result['reprefill_ratio']:.2f} "
+          f"without the kept cache")
     print("search rollout time: " + ", ".join(f"{k[:-2]} {v:.0%}" for k, v in breakdown.items())
           + f" -> retrieval and bookkeeping {result['retrieval_and_bookkeeping_share']:.1%} (target <= 10%)")
 

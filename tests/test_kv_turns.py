@@ -165,3 +165,33 @@ def test_repeated_prompts_are_prefilled_once(peaky):
     got, appended = _three_turns(cached, tokenizer, prompts)
     assert got == _three_turns(whole, tokenizer, prompts)[0]
     assert cached.kv.prefilled_tokens == sum(map(len, distinct)) + appended
+
+
+def test_prompts_with_a_common_opening_prefill_it_once(peaky):
+    # Every prompt opens with the protocol's instructions: they are fed once and their cache rows copied.
+    from searchrl.rollout.kv_turns import MIN_SHARED_PREFIX, common_prefix_length
+
+    model, tokenizer = peaky
+    opening = tokenizer(" Instructions:" + " read" * 30, add_special_tokens=False)["input_ids"]
+    assert len(opening) >= MIN_SHARED_PREFIX
+    distinct = [opening + p for p in _prompts(tokenizer, 3)]
+    prompts = [distinct[0], distinct[1], distinct[2], distinct[0]]
+    shared = common_prefix_length(distinct)
+    assert shared >= len(opening)
+    cached = HFTurnGenerator(model, tokenizer, STOPS, greedy=True)
+    unshared = HFTurnGenerator(model, tokenizer, STOPS, greedy=True)
+    unshared.kv.share_prefix = False
+    whole = HFTurnGenerator(model, tokenizer, STOPS, greedy=True, reuse_cache=False)
+    got, appended = _three_turns(cached, tokenizer, prompts)
+    assert got == _three_turns(whole, tokenizer, prompts)[0] == _three_turns(unshared, tokenizer, prompts)[0]
+    assert cached.kv.prefilled_tokens == shared + sum(len(p) - shared for p in distinct) + appended
+    assert unshared.kv.prefilled_tokens == sum(map(len, distinct)) + appended
+
+
+def test_common_prefix_length():
+    from searchrl.rollout.kv_turns import common_prefix_length
+
+    assert common_prefix_length([[1, 2, 3], [1, 2, 4], [1, 2]]) == 2
+    assert common_prefix_length([[5, 1], [1, 5]]) == 0
+    assert common_prefix_length([[7, 8, 9]]) == 3
+    assert common_prefix_length([]) == 0

@@ -40,6 +40,23 @@ def kv_reuse_supported(model) -> bool:
     return bool(layers) and all(type(layer) is DynamicLayer for layer in layers)
 
 
+# Below this many shared tokens, the extra model call for the prefix costs more than it saves.
+MIN_SHARED_PREFIX = 16
+
+
+def common_prefix_length(sequences: list[list[int]]) -> int:
+    """How many leading tokens all `sequences` share."""
+    if not sequences:
+        return 0
+    first, n = sequences[0], min(map(len, sequences))
+    for other in sequences[1:]:
+        same = 0
+        while same < n and other[same] == first[same]:
+            same += 1
+        n = same
+    return n
+
+
 class KVTurns:
     """Cached multi-turn generation for one rollout at a time.
 
@@ -63,6 +80,7 @@ class KVTurns:
         self.stats = {"prompt_prefill_s": 0.0, "append_prefill_s": 0.0, "decode_s": 0.0, "sample_s": 0.0}
         self.prefilled_tokens = 0  # real tokens fed as prompts or documents
         self.parks = 0  # times finished rows were set aside mid-turn
+        self.share_prefix = True  # prefill the prompts' common opening once (off: benchmarks/rollout.py compares)
         self.reset()
 
     def reset(self) -> None:
@@ -121,11 +139,24 @@ class KVTurns:
 
     def _start(self, sequences: list[list[int]]) -> torch.Tensor:
         """A new cache for these sequences. GRPO repeats each prompt num_generations times: each distinct
-        sequence is prefilled once and its cache rows copied."""
+        sequence is prefilled once and its cache rows copied. Distinct prompts that open with the same tokens
+        (the protocol's instructions, a few hundred tokens, before each question) share one prefill of them."""
         distinct: dict[tuple[int, ...], int] = {}
         which = [distinct.setdefault(tuple(s), len(distinct)) for s in sequences]
-        self.batch = self._new_batch(list(range(len(distinct))))
-        logits = self._prefill(self.batch, [list(s) for s in distinct], "prompt_prefill_s")
+        unique = [list(s) for s in distinct]
+        # Every row keeps at least one token of its own, so its next-token logits come out of its own prefill.
+        shared = min(common_prefix_length(unique), min(map(len, unique)) - 1) if self.share_prefix else 0
+        if len(unique) > 1 and shared >= MIN_SHARED_PREFIX:
+            # The prefix is fed once as a one-row batch whose cache rows are then copied, and each row's own
+            # tokens follow it (left-padded with holes, so positions stay contiguous per row).
+            self.batch = self._new_batch([0])
+            self._prefill(self.batch, [unique[0][:shared]], "prompt_prefill_s")
+            self.batch.keep([0] * len(unique))
+            self.batch.rows = list(range(len(unique)))
+            logits = self._prefill(self.batch, [s[shared:] for s in unique], "prompt_prefill_s")
+        else:
+            self.batch = self._new_batch(list(range(len(unique))))
+            logits = self._prefill(self.batch, unique, "prompt_prefill_s")
         if len(distinct) < len(sequences):
             self.batch.keep(which)
             self.batch.rows = list(range(len(sequences)))
