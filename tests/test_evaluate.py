@@ -95,13 +95,29 @@ def test_stage_table_has_paper_columns(tokenizer):
     table = stage_table({"untrained": before, "after cold start": after})
     assert list(table.index) == ["untrained", "after cold start"]
     assert list(table.columns) == ["EM", "F1", "searches/question", "format-valid rate", "F1 single_hop",
-                                   "F1 bridge", "F1 unknown", "F1 multi-hop", "ΔF1 vs previous", "ΔF1 95% low",
+                                   "F1 bridge", "F1 unknown", "F1 multi-hop", "searches multi-hop",
+                                   "searches single-hop", "repeated-query rate", "ΔF1 vs previous", "ΔF1 95% low",
                                    "ΔF1 95% high"]
     assert table.loc["untrained", "EM"] == 0.0 and table.loc["after cold start", "EM"] == pytest.approx(0.5)
     assert table.loc["after cold start", "searches/question"] == pytest.approx(0.75)
     assert table.loc["after cold start", "F1 multi-hop"] == pytest.approx(1 / 3)
+    # The two bridge rows never searched; q0 searched once and q3 (no metadata: one hop) twice.
+    assert table.loc["after cold start", "searches multi-hop"] == 0.0
+    assert table.loc["after cold start", "searches single-hop"] == pytest.approx(1.5)
+    assert table.loc["after cold start", "repeated-query rate"] == 0.0
     with pytest.raises(ValueError, match="non-empty dict"):
         stage_table({})
+
+
+def test_a_query_asked_twice_is_counted(tokenizer):
+    # Case, punctuation and articles do not make a query new; another entity does.
+    scripts = [["<search>Entity1</search>", "<search>the entity1?</search>", "<answer>1901</answer>"],
+               ["<search>Entity1</search>", "<search>Entity2</search>", "<answer>x</answer>"],
+               ["<answer>x</answer>"], ["<answer>x</answer>"]]
+    result = _evaluate(tokenizer, scripts=scripts)
+    assert list(result.records["repeated_query"]) == [True, False, False, False]
+    assert result.summary()["repeated_query"] == pytest.approx(0.25)
+    assert stage_table({"after RL": result}).loc["after RL", "repeated-query rate"] == pytest.approx(0.25)
 
 
 def test_render_marks_retrieved_spans_and_escapes_html(tokenizer):

@@ -30,11 +30,12 @@ from searchrl.progress import progress_bar
 from searchrl.protocols import get_protocol
 from searchrl.protocols.base import SearchProtocol
 from searchrl.rewards.metrics import cover_exact_match, exact_match, f1_score
+from searchrl.rewards.search_count import has_repeated_query
 from searchrl.rollout import HFTurnGenerator, RolloutConfig, SearchRollout, Trajectory, TurnGenerator
 
 # Columns of `EvalResult.summary()` that are plain means over questions.
-SUMMARY_MEANS = ("em", "f1", "cem", "searches", "invalid_queries", "format_ok", "answered", "model_tokens",
-                 "total_tokens", "hit_length_budget")
+SUMMARY_MEANS = ("em", "f1", "cem", "searches", "invalid_queries", "repeated_query", "format_ok", "answered",
+                 "model_tokens", "total_tokens", "hit_length_budget")
 BY_TYPE_MEANS = ("em", "f1", "cem", "searches", "format_ok", "answered", "model_tokens")
 # Knowledge labels (a synthetic world with a knowledge split) in table order, and what is compared across them:
 # R1-Searcher++'s claim is fewer searches where the model knows the fact, at no loss of accuracy.
@@ -74,6 +75,8 @@ def score_trajectory(row: Mapping, traj: Trajectory, text: str, protocol: Search
         "searches": traj.num_searches,
         "internal_answers": len(parsed.internal),  # internal-answer spans (R1-Searcher++); 0 for other protocols
         "invalid_queries": traj.invalid_queries,
+        # One query asked twice: a second search that looks for nothing new (what RL drifted into on this CPU).
+        "repeated_query": has_repeated_query(list(traj.queries)),
         "empty_results": traj.empty_results,
         "format_ok": bool(parsed.format_ok),
         "answered": bool(answer and answer.strip()),
@@ -185,6 +188,11 @@ def stage_table(results: Mapping[str, EvalResult]) -> pd.DataFrame:
         hops = df["hops"]
         if (hops > 1).any() and (hops <= 1).any():
             row["F1 multi-hop"] = df.loc[hops > 1, "f1"].mean()
+            # Per-question search judgement: more searches where more hops are needed (Search-R1, R1-Searcher++).
+            row["searches multi-hop"] = df.loc[hops > 1, "searches"].mean()
+            row["searches single-hop"] = df.loc[hops <= 1, "searches"].mean()
+        if "repeated_query" in df:
+            row["repeated-query rate"] = df["repeated_query"].astype(float).mean()
         for k in labels:
             row[f"F1 {k}"] = df.loc[df["knowledge"] == k, "f1"].mean() if "knowledge" in df else float("nan")
         for k in labels:

@@ -20,7 +20,8 @@ import pandas as pd
 
 from searchrl.rundir import read_json, write_json
 
-HEADLINE = ("F1", "EM", "F1 multi-hop", "searches/question", "format-valid rate", "ΔF1 vs previous")
+HEADLINE = ("F1", "EM", "F1 multi-hop", "searches/question", "searches multi-hop", "searches single-hop",
+            "format-valid rate", "ΔF1 vs previous")
 
 
 def seed_tables(run_dirs: dict[int, Path]) -> pd.DataFrame:

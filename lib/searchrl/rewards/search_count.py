@@ -59,10 +59,11 @@ class RepeatedQueryPenalty(RewardFunction):
         self.penalty = float(penalty)
 
     def score(self, samples: list[Sample], prompts: list[Any] | None, kwargs: dict[str, Any]) -> list[float | None]:
-        return [self.penalty if _has_repeat(s.parsed.queries) else 0.0 for s in samples]
+        return [self.penalty if has_repeated_query(s.parsed.queries) else 0.0 for s in samples]
 
 
-def _has_repeat(queries: list[str]) -> bool:
+def has_repeated_query(queries: list[str]) -> bool:
+    """Whether one query was asked twice (case, punctuation and articles ignored); evaluation reports it too."""
     seen = [normalize_answer(q) for q in queries]
     return len(set(seen)) < len(seen)
 
@@ -71,4 +72,4 @@ REWARDS.register("repeated_query_penalty", RewardSpec(RepeatedQueryPenalty, {"pe
                  doc="-0.5 when a rollout repeats one of its queries word for word (a guard, not from the papers)")
 
 
-__all__ = ["RepeatedQueryPenalty", "RetrievalReward"]
+__all__ = ["RepeatedQueryPenalty", "RetrievalReward", "has_repeated_query"]
