@@ -62,7 +62,7 @@ def main() -> None:
     from searchrl.protocols import get_protocol
     from searchrl.retrieval import BM25Retriever
     from searchrl.rollout import HFTurnGenerator, RolloutConfig, SearchRollout
-    from searchrl.rollout.kv_turns import common_prefix_length
+    from searchrl.rollout.kv_turns import shared_prefill_length
 
     torch.manual_seed(0)
     model, tok = tiny_test_policy(0) if args.tiny else load_policy(args.policy, device="cpu")
@@ -148,7 +148,7 @@ def main() -> None:
         "rollout_ratio_uniform": tps["search"] / tps["plain_uniform"],
         "reprefill_ratio": tps["reprefill"] / tps["plain_matched"],
         "unshared_ratio": tps["unshared"] / tps["plain_matched"],
-        "shared_prefix_tokens": common_prefix_length(prompts) if len(prompts) > 1 else 0,
+        "shared_prefix_tokens": shared_prefill_length([list(p) for p in dict.fromkeys(map(tuple, prompts))]),
         "rollout_ratio_same_sampler": tps["search"] / tps["plain_own_matched"],
         "search_time_shares": breakdown,
         "retrieval_and_bookkeeping_share": breakdown["retrieval_s"] + breakdown["other_s"],

@@ -57,6 +57,15 @@ def common_prefix_length(sequences: list[list[int]]) -> int:
     return n
 
 
+def shared_prefill_length(prompts: list[list[int]]) -> int:
+    """How many leading tokens of these distinct prompts a new cache prefills once for all of them (0: none).
+    Every prompt keeps at least one token of its own, so its next-token logits come out of its own prefill."""
+    if len(prompts) < 2:
+        return 0
+    shared = min(common_prefix_length(prompts), min(map(len, prompts)) - 1)
+    return shared if shared >= MIN_SHARED_PREFIX else 0
+
+
 class KVTurns:
     """Cached multi-turn generation for one rollout at a time.
 
@@ -144,9 +153,8 @@ class KVTurns:
         distinct: dict[tuple[int, ...], int] = {}
         which = [distinct.setdefault(tuple(s), len(distinct)) for s in sequences]
         unique = [list(s) for s in distinct]
-        # Every row keeps at least one token of its own, so its next-token logits come out of its own prefill.
-        shared = min(common_prefix_length(unique), min(map(len, unique)) - 1) if self.share_prefix else 0
-        if len(unique) > 1 and shared >= MIN_SHARED_PREFIX:
+        shared = shared_prefill_length(unique) if self.share_prefix else 0
+        if shared:
             # The prefix is fed once as a one-row batch whose cache rows are then copied, and each row's own
             # tokens follow it (left-padded with holes, so positions stay contiguous per row).
             self.batch = self._new_batch([0])
