@@ -154,6 +154,24 @@ def test_a_peft_wrapped_policy_reuses_the_cache_too(peaky):
     assert _three_turns(cached, tokenizer, prompts)[0] == _three_turns(want, tokenizer, prompts)[0]
 
 
+@pytest.mark.parametrize("wrap", [False, True], ids=["plain", "peft"])
+def test_cached_turns_pass_the_cache_by_its_current_name(peaky, wrap):
+    # transformers 5.x renamed `past_key_values` to `cache` and warns on every call made with the old name: one
+    # warning per decoded token floods a rollout's log.
+    import warnings
+
+    from peft import LoraConfig, get_peft_model
+
+    model, tokenizer = peaky
+    if wrap:
+        model = get_peft_model(copy.deepcopy(model), LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+    gen = HFTurnGenerator(model, tokenizer, STOPS, greedy=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gen.generate_turn(_prompts(tokenizer, 2), [4, 4])
+    assert not [w for w in caught if "past_key_values" in str(w.message)]
+
+
 
 def test_repeated_prompts_are_prefilled_once(peaky):
     # GRPO sends each prompt num_generations times: one prefill each, the cache rows copied.

@@ -8,6 +8,9 @@ without recomputing anything.
 
 from __future__ import annotations
 
+import inspect
+from functools import cache
+
 import torch
 
 
@@ -36,8 +39,8 @@ class KVBatch:
     def _forward(self, model, ids: torch.Tensor, cols: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         self.mask = torch.cat([self.mask, cols], dim=1)
         kwargs = {"logits_to_keep": 1} if self.keep_last else {}
-        out = model(input_ids=ids, attention_mask=self.mask, position_ids=pos, past_key_values=self.cache,
-                    use_cache=True, **kwargs)
+        kwargs[_cache_keyword(model)] = self.cache
+        out = model(input_ids=ids, attention_mask=self.mask, position_ids=pos, use_cache=True, **kwargs)
         return out.logits[:, -1].float()
 
     def prefill(self, model, suffixes: list[list[int]]) -> torch.Tensor:
@@ -119,3 +122,15 @@ def _widen(x: torch.Tensor, dim: int, width: int) -> torch.Tensor:
     shape = list(x.shape)
     shape[dim] = missing
     return torch.cat([x, x.new_zeros(shape)], dim=dim)
+
+
+def _cache_keyword(model) -> str:
+    """`cache`, or `past_key_values` for models from transformers before the rename (5.x deprecates the old name
+    and warns on every call, which floods a rollout's log)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # a PEFT wrapper hides the signature
+    return _forward_cache_keyword(type(base))
+
+
+@cache
+def _forward_cache_keyword(cls: type) -> str:
+    return "cache" if "cache" in inspect.signature(cls.forward).parameters else "past_key_values"
