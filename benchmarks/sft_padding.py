@@ -43,6 +43,7 @@ def main() -> None:
 
     from transformers.trainer_pt_utils import LengthGroupedSampler
 
+    from searchrl.data.synthetic.trajectories import FACT_QTYPE
     from searchrl.experiment import Experiment
     from searchrl.runner import plan_run
     from searchrl.sft.tokenize import tokenize_sft
@@ -53,7 +54,7 @@ def main() -> None:
         warnings.simplefilter("ignore")
         exp = Experiment(cfg, notebook="sft_padding", run_dir=tempfile.mkdtemp())
     items = exp.cold_start_items()
-    trajectories = sum(item.get("qtype") != "fact" for item in items)
+    trajectories = sum(item.get("qtype") != FACT_QTYPE for item in items)
     lengths = [len(ids) for ids in tokenize_sft(items, exp.tokenizer, 1024)["input_ids"]]
     generator = torch.Generator()
     generator.manual_seed(cfg.seed)

@@ -6,7 +6,7 @@ import pytest
 
 from searchrl.data.synthetic import make_world
 from searchrl.data.synthetic.budget import answer_budget, budget_problems, completion_tokens, items_budget
-from searchrl.data.synthetic.trajectories import templated_trajectories
+from searchrl.data.synthetic.trajectories import FACT_QTYPE, templated_trajectories
 from searchrl.protocols import get_protocol
 from searchrl.retrieval import BM25Retriever
 from searchrl.rollout import RolloutConfig
@@ -75,7 +75,7 @@ def test_questions_with_more_hops_than_searches_are_reported(world, bm25, tokeni
 def test_items_budget_skips_fact_statements(world, bm25, tokenizer):
     items = templated_trajectories(world.questions("train", "single_hop"), SEARCH_R1, bm25,
                                    rollout=RolloutConfig(top_k=2), tokenizer=tokenizer)
-    fact = {"qtype": "fact", "prompt": "", "segments": [("The capital of X is Y.", True)]}
+    fact = {"qtype": FACT_QTYPE, "prompt": "", "segments": [("The capital of X is Y.", True)]}
     report = items_budget(items + [fact], tokenizer, 10)
     assert set(report) == {"single_hop"}
     assert report["single_hop"]["over_budget"] == 1.0

@@ -18,7 +18,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from searchrl.data.synthetic.trajectories import templated_trajectories
+from searchrl.data.synthetic.trajectories import FACT_QTYPE, templated_trajectories
 
 
 def completion_tokens(item: Mapping, tokenizer) -> int:
@@ -55,7 +55,7 @@ def items_budget(items: Sequence[Mapping], tokenizer, max_completion_tokens: int
     """The same report for trajectories already written (a cold start's items), per `qtype`."""
     lengths: dict[str, list[int]] = defaultdict(list)
     for item in items:
-        if item.get("segments") and item.get("qtype") != "fact":  # fact statements are no rollout
+        if item.get("segments") and item.get("qtype") != FACT_QTYPE:  # fact statements are no rollout
             lengths[str(item.get("qtype", "unknown"))].append(completion_tokens(item, tokenizer))
     return {qtype: _lengths_row(values, max_completion_tokens) for qtype, values in sorted(lengths.items())}
 

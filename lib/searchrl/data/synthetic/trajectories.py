@@ -75,6 +75,11 @@ QUERY_FORMS: dict[str, tuple[str, ...]] = {
     "country": ("{s} country located in", "which country is {s} in"),
     "capital": ("{s} capital", "capital of {s}"),
 }
+
+# The qtype of a cold-start item that states one taught fact (no question, no rollout): R1-Searcher++'s internal
+# knowledge is taught through these, and code that counts or budgets trajectories skips them.
+FACT_QTYPE = "fact"
+
 FIRST_THOUGHTS = (
     "I need to find the {noun} of {s}.",
     "The question asks for the {noun} of {s}. I will search for it.",
@@ -277,7 +282,7 @@ def fact_statement_items(world: World, knowledge: KnowledgeConfig | None = None,
         answer = by_id[value].name if entity.target(key) else value
         sentences.append((fact, fact_sentence(Hop(entity.name, key, answer, True)), answer))
     return [
-        {"id": f"fact-{fact}-{r}", "question": "", "golden_answers": [answer], "qtype": "fact", "hops": 0,
+        {"id": f"fact-{fact}-{r}", "question": "", "golden_answers": [answer], "qtype": FACT_QTYPE, "hops": 0,
          "prompt": "", "segments": [(f"{wrap[0]}{sentence}{wrap[1]}", True)], "queries": [], "doc_ids": [], "internal_hops": 1}
         for r in range(repeats) for fact, sentence, answer in sentences
     ]
@@ -293,5 +298,5 @@ def _reading(rng: random.Random, hop: Hop) -> str:
     return rng.choice(READINGS).format(noun=RELATION_NOUNS[hop.key], s=hop.subject, a=hop.answer)
 
 
-__all__ = ["QUERY_FORMS", "RELATION_NOUNS", "Hop", "fact_sentence", "fact_statement_items", "hop_plan",
+__all__ = ["FACT_QTYPE", "QUERY_FORMS", "RELATION_NOUNS", "Hop", "fact_sentence", "fact_statement_items", "hop_plan",
            "recalls_internally", "templated_trajectories"]
