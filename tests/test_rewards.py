@@ -229,6 +229,31 @@ def test_repeated_query_penalty_only_for_a_query_asked_twice():
         score("repeated_query_penalty", completions, opts={"penalty": 0.5})
 
 
+def test_support_recall_pays_for_each_supporting_passage_found():
+    completions = [answer("x")] * 5
+    doc_ids = [[["a"], ["b"]], [["a"], ["a"]], [["c", "a"]], [], [["a"]]]
+    supporting = [["a", "b"], ["a", "b"], ["a"], ["a"], []]
+    # both hops found; the same passage twice counts once; top-2 with one hit; no search; no labels -> not scored
+    got = score("support_recall", completions, doc_ids=doc_ids, supporting_ids=supporting)
+    assert got == [1.0, 0.5, 1.0, 0.0, None]
+    assert score("support_recall", completions[:2], doc_ids=doc_ids[:2], supporting_ids=supporting[:2],
+                 opts={"value": 0.5}) == [0.5, 0.25]
+    with pytest.raises(ValueError, match="supporting_ids"):
+        score("support_recall", completions, doc_ids=doc_ids)
+    with pytest.raises(ValueError, match="positive"):
+        score("support_recall", completions, doc_ids=doc_ids, supporting_ids=supporting, opts={"value": 0.0})
+
+
+def test_prompt_dataset_carries_the_supporting_passages(tokenizer):
+    from searchrl.data.schema import make_row
+    from searchrl.trainer.data import prompt_dataset
+
+    rows = [make_row("q1", "Who?", ["x"], type="inference", hops=2, supporting_ids=["d1", "d2"]),
+            make_row("q2", "What?", ["y"])]
+    data = prompt_dataset(rows, PROTOCOL, tokenizer)
+    assert data["supporting_ids"] == [["d1", "d2"], []]
+
+
 # ------------------------------------------------------------------------------------------------ group reward
 
 

@@ -30,7 +30,7 @@ from searchrl.progress import progress_bar
 from searchrl.protocols import get_protocol
 from searchrl.protocols.base import SearchProtocol
 from searchrl.rewards.metrics import cover_exact_match, exact_match, f1_score
-from searchrl.rewards.search_count import has_repeated_query
+from searchrl.rewards.search_count import has_repeated_query, support_recall
 from searchrl.rollout import HFTurnGenerator, RolloutConfig, SearchRollout, Trajectory, TurnGenerator
 
 # Columns of `EvalResult.summary()` that are plain means over questions.
@@ -59,7 +59,7 @@ def score_trajectory(row: Mapping, traj: Trajectory, text: str, protocol: Search
     answer = parsed.answer
     retrieved = [doc_id for ids in traj.doc_ids for doc_id in ids]
     supporting = list(meta.get("supporting_ids") or [])
-    found = [s for s in supporting if s in set(retrieved)]
+    recall = support_recall(retrieved, supporting)
     return {
         "id": row.get("id", ""),
         "question": row["question"],
@@ -85,8 +85,8 @@ def score_trajectory(row: Mapping, traj: Trajectory, text: str, protocol: Search
         "queries": list(traj.queries),
         "doc_ids": [list(ids) for ids in traj.doc_ids],
         # None when the row does not say which passages hold its answer (real QA data, mostly).
-        "support_retrieved": (len(found) > 0) if supporting else None,
-        "support_recall": (len(found) / len(supporting)) if supporting else None,
+        "support_retrieved": (recall > 0) if recall is not None else None,
+        "support_recall": recall,
         "finish": traj.finish,
         "hit_search_budget": traj.hit_search_budget,
         "hit_length_budget": traj.hit_length_budget,

@@ -1,5 +1,5 @@
-"""Rewards that look at a rollout's searches: R1-Searcher's Stage-1 retrieval reward (eq. 1), and a penalty for
-repeating a query word for word.
+"""Rewards that look at a rollout's searches: R1-Searcher's Stage-1 retrieval reward (eq. 1), a penalty for
+repeating a query word for word, and the share of the question's supporting passages that were retrieved.
 
 R1-Searcher's retrieval reward is 0.5 when the model searched at least once.
 
@@ -15,7 +15,7 @@ from typing import Any
 from searchrl.protocols.base import SearchProtocol
 
 from .base import REWARDS, RewardFunction, RewardSpec
-from .inputs import Sample
+from .inputs import Sample, column
 from .metrics import normalize_answer
 
 
@@ -72,4 +72,46 @@ REWARDS.register("repeated_query_penalty", RewardSpec(RepeatedQueryPenalty, {"pe
                  doc="-0.5 when a rollout repeats one of its queries word for word (a guard, not from the papers)")
 
 
-__all__ = ["RepeatedQueryPenalty", "RetrievalReward", "has_repeated_query"]
+class SupportRecallReward(RewardFunction):
+    """`value` times the share of the question's supporting passages (its `supporting_ids` column) that the rollout
+    retrieved; None (not scored) for a question without such labels.
+
+    Not from the four papers: a process reward, for datasets that say which passages hold the answer chain (the
+    synthetic world; HotpotQA, 2Wiki and MuSiQue label supporting facts). Unlike an answer reward it pays for a
+    second search that finds the second hop even when the final answer is wrong, and pays nothing for a second
+    search that finds nothing new, so it separates questions that need two searches from those that need one.
+    Retrieval is what it rewards, so pair it with an answer reward.
+    """
+
+    needs_golden_answers = False
+
+    def __init__(self, name: str, protocol: SearchProtocol, *, value: float = 1.0) -> None:
+        super().__init__(name, protocol)
+        if value <= 0:
+            raise ValueError(f"reward {name!r}: value must be positive, got {value}")
+        self.value = float(value)
+
+    def score(self, samples: list[Sample], prompts: list[Any] | None, kwargs: dict[str, Any]) -> list[float | None]:
+        supporting = column(kwargs, "supporting_ids", len(samples), self.__name__)
+        retrieved = column(kwargs, "doc_ids", len(samples), self.__name__)
+        out: list[float | None] = []
+        for ids, support in zip(retrieved, supporting):
+            recall = support_recall([doc for turn in ids or [] for doc in turn], list(support or []))
+            out.append(None if recall is None else self.value * recall)
+        return out
+
+
+def support_recall(retrieved_ids: list[str], supporting_ids: list[str]) -> float | None:
+    """The share of `supporting_ids` among `retrieved_ids`; None when there are no supporting ids."""
+    if not supporting_ids:
+        return None
+    found = set(retrieved_ids)
+    return sum(doc in found for doc in supporting_ids) / len(supporting_ids)
+
+
+REWARDS.register("support_recall", RewardSpec(SupportRecallReward, {"value": 1.0}),
+                 doc="share of the question's supporting passages retrieved (a process reward, not from the papers; "
+                     "needs a supporting_ids column)")
+
+
+__all__ = ["RepeatedQueryPenalty", "RetrievalReward", "SupportRecallReward", "has_repeated_query", "support_recall"]

@@ -10,7 +10,9 @@ from searchrl.protocols.base import SearchProtocol
 
 def prompt_dataset(rows: list[QARow], protocol: SearchProtocol, tokenizer, *, chat: bool = True) -> Dataset:
     """One row per question: `prompt` (the protocol's full prompt text), `question`, `golden_answers`, `id`,
-    `qtype`, `hops` and `difficulty` (R1-Searcher's bucket when the rows were labelled, else empty). Columns other than `prompt` reach the reward functions as keyword arguments."""
+    `qtype`, `hops`, `difficulty` (R1-Searcher's bucket when the rows were labelled, else empty) and `supporting_ids`
+    (the passages that hold the answer chain, where the data says; else empty). Columns other than `prompt` reach the
+    reward functions as keyword arguments."""
     if not rows:
         raise ValueError("prompt_dataset needs at least one question row")
     return Dataset.from_dict({
@@ -21,4 +23,5 @@ def prompt_dataset(rows: list[QARow], protocol: SearchProtocol, tokenizer, *, ch
         "qtype": [str(r["metadata"].get("type", "unknown")) for r in rows],
         "hops": [int(r["metadata"].get("hops", 1)) for r in rows],
         "difficulty": [str(r["metadata"].get("difficulty", "")) for r in rows],
+        "supporting_ids": [[str(i) for i in r["metadata"].get("supporting_ids") or []] for r in rows],
     })
