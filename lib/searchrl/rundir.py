@@ -29,6 +29,7 @@ import os
 import platform
 import re
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
@@ -50,6 +51,7 @@ __all__ = [
     "RUN_DIR_ENV",
     "STATUSES",
     "MetricsHistory",
+    "checkpoint_space_problem",
     "create_run_dir",
     "current_run_dir",
     "git_state",
@@ -403,6 +405,26 @@ def _checkpoint_problem(folder: Path) -> str | None:
         except Exception as err:  # noqa: BLE001  (safetensors raises its own error types for a damaged file)
             return f"{path.name} is damaged ({type(err).__name__})"
     return None
+
+
+def checkpoint_space_problem(folder: str | Path, need_bytes: int, copies: int = 1) -> str | None:
+    """Why `copies` checkpoints of `need_bytes` each may not fit on the disk holding `folder` (None when they fit).
+
+    A full disk otherwise surfaces mid-write as a cryptic serialization error ("unexpected pos ..."), leaving a
+    cut-short checkpoint behind; checked before writing, the run stops with a message that says what to do.
+    """
+    probe = Path(folder).absolute()
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
+    need = int(need_bytes) * copies
+    if free >= need:
+        return None
+    what = "a checkpoint" if copies == 1 else f"{copies} checkpoints"
+    return (f"{free / 1e9:.1f} GB free on the disk holding {folder}, and {what} of this run need about "
+            f"{need / 1e9:.1f} GB (weights and optimizer state). Free some space (the largest files are usually "
+            "earlier runs' checkpoints, their optimizer.pt above all) or save less often (save_steps); a stopped run "
+            "continues from its last complete checkpoint with `python -m searchrl.runner --resume <run folder>`.")
 
 
 # --------------------------------------------------------------------------------------------------------------

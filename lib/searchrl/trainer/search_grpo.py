@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import errno
 import os
 import warnings
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from trl import GRPOConfig, GRPOTrainer
 from searchrl.protocols.base import SearchProtocol
 from searchrl.quiet import silence_known_warnings
 from searchrl.rollout import HFTurnGenerator, RolloutConfig, SearchRollout, VLLMTurnGenerator, summarize
+from searchrl.rundir import checkpoint_space_problem
 from searchrl.trainer.across_processes import mean_over_processes
 from searchrl.trainer.advantages import ADVANTAGE_ESTIMATORS, AdvantageInputs, gae_advantages
 from searchrl.trainer.dynamic_sampling import concat_batches, informative_groups, take_rows
@@ -462,12 +464,29 @@ class SearchGRPOTrainer(GRPOTrainer):
         # Override (TRL 1.16 uses this hook for its own extra state): write checkpoint-N/critic/ before super(), so
         # the checkpoint is complete once super() writes trainer_state.json, and rotation and hub pushes include it.
         folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+        if self.args.should_save:
+            problem = checkpoint_space_problem(self._get_output_dir(trial=trial), self.checkpoint_bytes())
+            if problem:
+                raise OSError(errno.ENOSPC, f"cannot save {os.path.basename(folder)}: {problem}")
         if self.critic is not None and self.args.should_save:
             self.critic.save(os.path.join(folder, "critic"), optimizer=not self.args.save_only_model)
         if self.args.prompt_selection != "uniform" and self.args.should_save:
             os.makedirs(folder, exist_ok=True)
             self.selection.save(folder)
         super()._save_checkpoint(model, trial)
+
+    def checkpoint_bytes(self) -> int:
+        """About how many bytes one checkpoint of this run takes: the saved weights (the adapter only, with PEFT) and
+        Adam's two fp32 moments per trainable parameter, plus the critic's share when there is one."""
+        params = list(self.model.parameters())  # tied weights are listed once
+        trainable = sum(p.numel() for p in params if p.requires_grad)
+        peft = hasattr(self.model, "peft_config")
+        weights = trainable * 4 if peft else sum(p.numel() * p.element_size() for p in params)
+        optimizer = 0 if self.args.save_only_model else 2 * 4 * trainable
+        total = weights + optimizer
+        if self.critic is not None:
+            total *= 2  # a copy of the policy with a value head, and its own optimizer
+        return total
 
     def _load_optimizer_and_scheduler(self, checkpoint):
         # Override: the one resume hook that every setup (single process, DDP, DeepSpeed, FSDP) calls with the
