@@ -26,9 +26,9 @@ def _free(monkeypatch, free_bytes: int) -> None:
 def test_space_problem_names_the_sizes_and_what_to_do(monkeypatch, tmp_path):
     _free(monkeypatch, 2 * 10**9)
     assert checkpoint_space_problem(tmp_path, 10**9) is None
-    problem = checkpoint_space_problem(tmp_path / "not" / "yet" / "made", 10**9, copies=3)
+    problem = checkpoint_space_problem(tmp_path / "not" / "yet" / "made", 3 * 10**9)
     assert problem is not None
-    assert "2.0 GB free" in problem and "3.0 GB" in problem and "3 checkpoints" in problem
+    assert "2.0 GB free" in problem and "needs about 3.0 GB" in problem
     assert "save_steps" in problem and "--resume" in problem and "optimizer.pt" in problem
 
 

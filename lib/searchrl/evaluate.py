@@ -57,9 +57,7 @@ def score_trajectory(row: Mapping, traj: Trajectory, text: str, protocol: Search
     golden = list(row["golden_answers"])
     meta = row.get("metadata") or {}
     answer = parsed.answer
-    retrieved = [doc_id for ids in traj.doc_ids for doc_id in ids]
-    supporting = list(meta.get("supporting_ids") or [])
-    recall = support_recall(retrieved, supporting)
+    recall = support_recall(traj.doc_ids, list(meta.get("supporting_ids") or []))
     return {
         "id": row.get("id", ""),
         "question": row["question"],

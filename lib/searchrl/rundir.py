@@ -407,8 +407,8 @@ def _checkpoint_problem(folder: Path) -> str | None:
     return None
 
 
-def checkpoint_space_problem(folder: str | Path, need_bytes: int, copies: int = 1) -> str | None:
-    """Why `copies` checkpoints of `need_bytes` each may not fit on the disk holding `folder` (None when they fit).
+def checkpoint_space_problem(folder: str | Path, need_bytes: int) -> str | None:
+    """Why a checkpoint of `need_bytes` may not fit on the disk holding `folder` (None when it fits).
 
     A full disk otherwise surfaces mid-write as a cryptic serialization error ("unexpected pos ..."), leaving a
     cut-short checkpoint behind; checked before writing, the run stops with a message that says what to do.
@@ -417,12 +417,10 @@ def checkpoint_space_problem(folder: str | Path, need_bytes: int, copies: int = 
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     free = shutil.disk_usage(probe).free
-    need = int(need_bytes) * copies
-    if free >= need:
+    if free >= need_bytes:
         return None
-    what = "a checkpoint" if copies == 1 else f"{copies} checkpoints"
-    return (f"{free / 1e9:.1f} GB free on the disk holding {folder}, and {what} of this run need about "
-            f"{need / 1e9:.1f} GB (weights and optimizer state). Free some space (the largest files are usually "
+    return (f"{free / 1e9:.1f} GB free on the disk holding {folder}, and a checkpoint of this run needs about "
+            f"{need_bytes / 1e9:.1f} GB (weights and optimizer state). Free some space (the largest files are usually "
             "earlier runs' checkpoints, their optimizer.pt above all) or save less often (save_steps); a stopped run "
             "continues from its last complete checkpoint with `python -m searchrl.runner --resume <run folder>`.")
 

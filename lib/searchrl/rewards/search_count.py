@@ -96,16 +96,17 @@ class SupportRecallReward(RewardFunction):
         retrieved = column(kwargs, "doc_ids", len(samples), self.__name__)
         out: list[float | None] = []
         for ids, support in zip(retrieved, supporting):
-            recall = support_recall([doc for turn in ids or [] for doc in turn], list(support or []))
+            recall = support_recall(ids or [], list(support or []))
             out.append(None if recall is None else self.value * recall)
         return out
 
 
-def support_recall(retrieved_ids: list[str], supporting_ids: list[str]) -> float | None:
-    """The share of `supporting_ids` among `retrieved_ids`; None when there are no supporting ids."""
+def support_recall(doc_ids: list[list[str]], supporting_ids: list[str]) -> float | None:
+    """The share of `supporting_ids` among the passages retrieved (`doc_ids`: one list per search, as rollouts
+    record them); None when there are no supporting ids."""
     if not supporting_ids:
         return None
-    found = set(retrieved_ids)
+    found = {doc for ids in doc_ids for doc in ids}
     return sum(doc in found for doc in supporting_ids) / len(supporting_ids)
 
 

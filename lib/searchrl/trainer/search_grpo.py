@@ -463,9 +463,10 @@ class SearchGRPOTrainer(GRPOTrainer):
     def _save_checkpoint(self, model, trial):
         # Override (TRL 1.16 uses this hook for its own extra state): write checkpoint-N/critic/ before super(), so
         # the checkpoint is complete once super() writes trainer_state.json, and rotation and hub pushes include it.
-        folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+        output_dir = self._get_output_dir(trial=trial)
+        folder = os.path.join(output_dir, f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
         if self.args.should_save:
-            problem = checkpoint_space_problem(self._get_output_dir(trial=trial), self.checkpoint_bytes())
+            problem = checkpoint_space_problem(output_dir, self.checkpoint_bytes())
             if problem:
                 raise OSError(errno.ENOSPC, f"cannot save {os.path.basename(folder)}: {problem}")
         if self.critic is not None and self.args.should_save:
