@@ -48,6 +48,7 @@ from searchrl.rewards.evidence import EvidenceConfig, evidence_problems
 from searchrl.rollout.base import RolloutConfig, rollout_problems
 from searchrl.trainer.health import HealthConfig, health_problems
 from searchrl.trainer.memorization import MemorizationConfig, memorization_problems
+from searchrl.trainer.probe import ProbeConfig, probe_problems
 from searchrl.trainer.prompt_selection import PROMPT_SELECTIONS
 
 __all__ = [
@@ -78,7 +79,7 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, MemorizationConfig, EvidenceConfig,
-                DifficultyConfig, HealthConfig):
+                DifficultyConfig, HealthConfig, ProbeConfig):
     """All parameters of one run, flat and typed. Build it with :meth:`from_params` or :meth:`from_globals`.
 
     The rollout settings (max_searches, top_k, max_turn_tokens, max_completion_tokens, max_query_chars,
@@ -536,7 +537,7 @@ def _semantic_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     # Each mechanism's settings are declared (and range-checked) in their own module; RunConfig inherits them.
     problems.extend(service_problems(values) + web_search_problems(values) + knowledge_problems(values)
                     + memorization_problems(values) + evidence_problems(values) + difficulty_problems(values)
-                    + health_problems(values))
+                    + health_problems(values) + probe_problems(values))
     problems.extend(_environment_problems(values))
     if not values["rewards"] and values["rl_steps"] > 0:
         problems.append(("rewards", "rewards is empty but rl_steps > 0; name at least one reward"))

@@ -326,6 +326,8 @@ class Experiment:
 
             health = HealthCallback(cfg, sink=print)
             callbacks.append(health)
+        if cfg.probe_every > 0:
+            callbacks.append(self._probe_callback(stage.name))
         trainer = SearchGRPOTrainer(model=str(start), reward_funcs=funcs, args=args, train_dataset=data,
                                     retriever=self.retriever, protocol=self.protocol, processing_class=self.tokenizer,
                                     peft_config=lora_config(cfg), callbacks=callbacks)
@@ -348,6 +350,26 @@ class Experiment:
             trained = trained.merge_and_unload()
         self.save_model(trained, stage.name)
         return trained
+
+    def _probe_callback(self, stage: str):
+        """The fixed probe set's callback for one RL stage (`searchrl.trainer.probe`): greedy scores of the first
+        `probe_questions` held-out questions of the trained types, logged into the metrics history."""
+        from searchrl.evaluate import evaluate
+        from searchrl.trainer.probe import probe_callback, probe_records_path, probe_rows
+
+        cfg = self.cfg
+        rows = probe_rows(self.eval_rows, cfg.train_question_types, cfg.probe_questions)
+        if not rows:
+            raise ValueError(f"probe_every is on but no evaluation question has a trained type "
+                             f"({cfg.train_question_types}); widen n_eval or turn the probe off (probe_every: 0)")
+
+        def score(model, step):
+            return evaluate(model, self.tokenizer, self.protocol, self.retriever, rows,
+                            rollout=cfg.rollout_config(), batch_size=cfg.eval_batch_size, chat=cfg.chat_prompt,
+                            desc=f"probe: {stage} step {step}",
+                            records_path=probe_records_path(self.run_dir, stage, step)).records
+
+        return probe_callback(cfg.probe_every, score, lambda metrics, step: self.history.append(metrics, step=step))
 
     def _roll_back(self, trainer, output_dir, trained):
         """After training health stopped a collapsed run: the policy of the last good checkpoint (its record names
@@ -372,6 +394,7 @@ class Experiment:
 
     def curves(self):
         from searchrl.plots import search_payoff_curves, training_curves
+        from searchrl.trainer.probe import PROBE_METRICS
 
         frame = self.history.to_frame()
         if frame.empty:
@@ -384,6 +407,10 @@ class Experiment:
         if len(terms) > 1:  # each reward term on its own (R-Search's evidence reward, a format term, ...)
             save_figure(training_curves(frame, metrics=terms, title="reward terms (unweighted means)"),
                         self.run_dir / "figures" / "reward_terms.png")
+        probes = [c for c in PROBE_METRICS if c in frame.columns]
+        if probes:  # the fixed probe set's greedy scores: learning, without the per-step question draw
+            save_figure(training_curves(frame, metrics=probes, smooth=0.0, title="fixed probe set (greedy)"),
+                        self.run_dir / "figures" / "probe_curve.png")
         payoff = search_payoff_curves(frame)
         if payoff is not None:  # does a second search pay? (shown here, returned figure stays the curves)
             save_figure(payoff, self.run_dir / "figures" / "search_payoff.png")
