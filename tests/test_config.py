@@ -295,6 +295,18 @@ def test_rl_steps_zero_means_no_rl_stage() -> None:
     assert [s.name for s in rl_schedule(RunConfig.from_params({"rl_steps": 3}))] == ["rl"]
     two = rl_schedule(RunConfig.from_params({"rl_steps": 3, "two_stage": True, "stage1_steps": 3}))
     assert [(s.name, s.steps) for s in two] == [("rl_stage1", 3)]
+    assert two[0].rewards == ["preset:r1_searcher_stage1"]  # R1-Searcher's stage 1 unless stage1_rewards says
+
+
+def test_stage1_rewards_are_a_checked_setting() -> None:
+    from searchrl.trainer.schedules import rl_schedule
+
+    cfg = RunConfig.from_params({"rl_steps": 4, "two_stage": True, "stage1_steps": 2, "rewards": ["em"],
+                                 "stage1_rewards": ["support_recall", "format_r1s_stage1"]})
+    assert [(s.name, s.rewards, s.steps) for s in rl_schedule(cfg)] == [
+        ("rl_stage1", ["support_recall", "format_r1s_stage1"], 2), ("rl_stage2", ["em"], 2)]
+    with pytest.raises(ConfigError, match="stage1_rewards"):
+        RunConfig.from_params({"rl_steps": 4, "two_stage": True, "stage1_steps": 2, "stage1_rewards": ["suport_recall"]})
 
 
 def test_arm_overrides_are_checked_naming_the_arm() -> None:

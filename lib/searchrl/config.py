@@ -238,6 +238,10 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     """Two-stage training (R1-Searcher): a retrieval-format stage, then the answer reward."""
     stage1_steps: int = 0
     """Steps of the first stage when two_stage is on (counted within rl_steps)."""
+    stage1_rewards: list[str] = field(default_factory=lambda: ["preset:r1_searcher_stage1"])
+    """Rewards of the first stage when two_stage is on, named as in `rewards` (their options in reward_options).
+    R1-Searcher's: retrieving and the format (eq. 1 + eq. 2); e.g. [support_recall, format_r1s_stage1] pays for
+    retrieving the question's supporting passages instead."""
 
     # == eval ==
     eval_batch_size: int = 16
@@ -619,6 +623,9 @@ def _registry_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
         if problem:
             problems.append((name, f"{name}: {problem}"))
     problems += [("rewards", f"rewards: {p}") for p in reward_problems(values["rewards"], values["reward_options"])]
+    if values["two_stage"]:
+        problems += [("stage1_rewards", f"stage1_rewards: {p}")
+                     for p in reward_problems(values["stage1_rewards"], values["reward_options"])]
     return problems + _evaluation_problems(values)
 
 

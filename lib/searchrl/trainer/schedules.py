@@ -1,8 +1,8 @@
 """Training schedules: which rewards train for how many steps, in order.
 
 One stage by default. R1-Searcher's two-stage schedule (section 2.2) first rewards retrieving and the format only
-(`preset:r1_searcher_stage1`: eq. 1 + eq. 2), then the answer (the run's `rewards`, e.g.
-`preset:r1_searcher_stage2`: eq. 3 + eq. 4), the second stage starting from the first's weights.
+(`stage1_rewards`, by default `preset:r1_searcher_stage1`: eq. 1 + eq. 2), then the answer (the run's `rewards`,
+e.g. `preset:r1_searcher_stage2`: eq. 3 + eq. 4), the second stage starting from the first's weights.
 """
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from searchrl.config import RunConfig
-
-STAGE1_REWARDS = ["preset:r1_searcher_stage1"]
 
 
 @dataclass(frozen=True)
@@ -28,11 +26,11 @@ def rl_schedule(cfg: RunConfig) -> list[Stage]:
     """The stages this run trains: `two_stage` splits `rl_steps` at `stage1_steps` (R1-Searcher). Stages of zero
     steps are left out (`rl_steps: 0` means no RL; TRL would read max_steps=0 as "train by epochs")."""
     if cfg.two_stage:
-        stages = [Stage("rl_stage1", list(STAGE1_REWARDS), cfg.stage1_steps),
+        stages = [Stage("rl_stage1", list(cfg.stage1_rewards), cfg.stage1_steps),
                   Stage("rl_stage2", list(cfg.rewards), cfg.rl_steps - cfg.stage1_steps, list(cfg.reward_weights))]
     else:
         stages = [Stage("rl", list(cfg.rewards), cfg.rl_steps, list(cfg.reward_weights))]
     return [stage for stage in stages if stage.steps > 0]
 
 
-__all__ = ["STAGE1_REWARDS", "Stage", "rl_schedule"]
+__all__ = ["Stage", "rl_schedule"]
