@@ -220,3 +220,13 @@ def test_stage_deltas_pair_on_the_questions_both_stages_saw():
     assert table.loc["after", "ΔF1 vs previous"] == pytest.approx(1.0)  # q0, q1: 0 -> 1; q2, q3 not counted
     disjoint = EvalResult(full.records.assign(id=[f"x{i}" for i in range(4)]))
     assert pd.isna(stage_table({"a": disjoint, "b": full}).loc["b", "ΔF1 vs previous"])
+
+
+def test_quarter_gain_compares_the_first_and_last_quarter_of_a_curve():
+    from searchrl.stats import quarter_gain
+
+    # 8 points: quarters of 2; NaN (a step that logged no such value) is dropped before cutting.
+    got = quarter_gain([0.0, 0.2, float("nan"), 0.5, 0.1, 0.3, 0.4, 0.6, 1.0])
+    assert got == pytest.approx({"first": 0.1, "last": 0.8, "gain": 0.7, "points": 8})
+    assert quarter_gain([0.4, 0.1]) == pytest.approx({"first": 0.4, "last": 0.1, "gain": -0.3, "points": 2})
+    assert quarter_gain([0.5])["points"] == 1 and quarter_gain([0.5])["gain"] != quarter_gain([0.5])["gain"]  # NaN

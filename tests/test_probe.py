@@ -66,3 +66,5 @@ def test_rl_logs_the_probe_before_the_first_step_every_n_steps_and_at_the_end(tm
         assert len(records) == 2 and {r["qtype"] for r in records} == {"single_hop"}
     exp.curves()
     assert (exp.run_dir / "figures" / "probe_curve.png").exists()
+    trends = json.loads((exp.run_dir / "eval" / "curve.json").read_text())
+    assert trends["probe/f1"]["points"] == 3 and trends["reward"]["points"] == 3

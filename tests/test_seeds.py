@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from searchrl import runner
-from searchrl.seeds import format_spread, seed_tables, spread, write_seed_report
+from searchrl.seeds import format_spread, seed_curves, seed_tables, spread, write_seed_report
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,6 +42,16 @@ def test_spread_over_seeds(tmp_path):
     assert json.loads((tmp_path / "report" / "runs.json").read_text())["failed_seeds"] == [2]
     with pytest.raises(ValueError, match="none of the runs"):
         seed_tables({0: tmp_path / "missing"})
+
+
+def test_curve_trends_of_each_seed_are_collected(tmp_path):
+    runs = {0: fake_run(tmp_path / "a", 0.2, 0.4, 0.1), 1: fake_run(tmp_path / "b", 0.3, 0.3, -0.1)}
+    trend = {"first": 0.1, "last": 0.3, "gain": 0.2, "points": 16}
+    (runs[0] / "eval" / "curve.json").write_text(json.dumps({"reward": trend}))  # seed 1 logged no curve
+    curves = seed_curves(runs)
+    assert curves.to_dict("records") == [{"seed": 0, "metric": "reward", **trend}]
+    write_seed_report(runs, tmp_path / "report")
+    assert pd.read_csv(tmp_path / "report" / "curves.csv")["gain"].tolist() == [0.2]
 
 
 def test_runner_runs_each_seed_and_reports_the_spread(tmp_path, monkeypatch, capsys):

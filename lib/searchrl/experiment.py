@@ -400,6 +400,11 @@ class Experiment:
         if frame.empty:
             print("No training steps were logged (rl_steps: 0?), so there are no training curves.")
             return None
+        trends = curve_trends(frame)
+        write_json(self.run_dir / "eval" / "curve.json", trends)
+        for metric, trend in trends.items():
+            print(f"{metric}: first quarter of steps {trend['first']:.3f}, last {trend['last']:.3f}, "
+                  f"gain {trend['gain']:+.3f} ({trend['points']} points)")
         fig = training_curves({self.cfg.run_name or self.run_dir.name: frame},
                               metrics=("reward", "completions/model_tokens", "search/searches_per_sample"))
         save_figure(fig, self.run_dir / "figures" / "training_curves.png")
@@ -442,6 +447,19 @@ class Experiment:
         mark_status(self.run_dir, "completed")
         print(f"Results in {self.run_dir}")
         return self.run_dir
+
+
+CURVE_METRICS = ("reward", "search/searches_per_sample", "completions/model_tokens", "probe/f1", "probe/searches")
+
+
+def curve_trends(frame: pd.DataFrame) -> dict[str, dict]:
+    """First-quarter and last-quarter means of each logged curve in CURVE_METRICS (`searchrl.stats.quarter_gain`),
+    in step order: the "does the curve rise" number a seed report compares."""
+    from searchrl.stats import quarter_gain
+
+    ordered = frame.sort_values("step") if "step" in frame else frame
+    return {m: quarter_gain(ordered[m].to_numpy(dtype=float)) for m in CURVE_METRICS
+            if m in ordered and ordered[m].notna().sum() >= 2}
 
 
 def _show(fig) -> None:

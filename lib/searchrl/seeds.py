@@ -6,6 +6,8 @@
   spread.csv      per stage: mean, standard deviation, min and max over seeds of the headline metrics, and how
                   many seeds' paired interval of the change from the previous stage lies above zero
   spread.png      F1 per stage with one dot per seed, and each seed's change with its 95% interval
+  curves.csv      per seed and training curve (reward, searches per sample, probe F1, ...): the mean of the first
+                  and of the last quarter of logged steps, and the gain between them (each run's eval/curve.json)
   runs.json       the run folders, and the seeds that failed
 A seed changes the sampling and the order of the training data, never the questions (those come from world_seed).
 """
@@ -34,6 +36,14 @@ def seed_tables(run_dirs: dict[int, Path]) -> pd.DataFrame:
     if not frames:
         raise ValueError("none of the runs wrote an evaluation table (eval/table.json)")
     return pd.concat(frames, ignore_index=True)
+
+
+def seed_curves(run_dirs: dict[int, Path]) -> pd.DataFrame:
+    """Every seed's curve trends (`eval/curve.json`): one row per seed and metric (first, last, gain, points)."""
+    rows = [{"seed": seed, "metric": metric, **trend}
+            for seed, run_dir in run_dirs.items()
+            for metric, trend in (read_json(Path(run_dir) / "eval" / "curve.json") or {}).items()]
+    return pd.DataFrame(rows, columns=["seed", "metric", "first", "last", "gain", "points"])
 
 
 def spread(tables: pd.DataFrame) -> pd.DataFrame:
@@ -103,6 +113,7 @@ def write_seed_report(run_dirs: dict[int, Path], folder: Path, failed: Sequence[
                                       "failed_seeds": list(failed)})
     tables = seed_tables(run_dirs)
     tables.to_csv(folder / "seeds.csv", index=False)
+    seed_curves(run_dirs).to_csv(folder / "curves.csv", index=False)
     table = spread(tables)
     table.to_csv(folder / "spread.csv")
     save_figure(spread_figure(tables), folder / "spread.png")
@@ -125,4 +136,4 @@ def _sd(value: float) -> str:
     return "n/a" if pd.isna(value) else f"{value:.3f}"
 
 
-__all__ = ["format_spread", "seed_tables", "spread", "spread_figure", "write_seed_report"]
+__all__ = ["format_spread", "seed_curves", "seed_tables", "spread", "spread_figure", "write_seed_report"]
