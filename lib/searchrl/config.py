@@ -184,6 +184,12 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     """Optimizer steps of RL training; 0: no RL."""
     learning_rate: float = 1e-5
     """Learning rate of RL training."""
+    lr_scheduler_type: str = "linear"
+    """How the RL learning rate moves over rl_steps: linear (TRL's default: down to 0 at the last step, so a run
+    trains at half of learning_rate on average), constant (the papers' verl runs), constant_with_warmup or cosine."""
+    warmup_ratio: float = 0.0
+    """Share of rl_steps over which the RL learning rate rises from 0 to learning_rate, in [0, 1) (used by linear,
+    cosine and constant_with_warmup; Search-R1's GRPO runs warm up over 0.285)."""
     num_generations: int = 8
     """Rollouts per question (the group size for group-relative advantages); at least 2."""
     prompts_per_step: int = 2
@@ -477,6 +483,7 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
 CHOICES: dict[str, tuple[str, ...]] = {
     "loss_type": ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"),
     "scale_rewards": ("group", "batch", "none"),
+    "lr_scheduler_type": ("linear", "constant", "constant_with_warmup", "cosine"),
     "prompt_selection": PROMPT_SELECTIONS,
     "vllm_mode": ("colocate", "server"),
     "report_to": (
@@ -507,6 +514,8 @@ def _semantic_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     for name in _POSITIVE:
         if not values[name] > 0:
             problems.append((name, f"{name} must be > 0, got {values[name]!r}"))
+    if not 0 <= values["warmup_ratio"] < 1:
+        problems.append(("warmup_ratio", f"warmup_ratio is a share of rl_steps in [0, 1); got {values['warmup_ratio']!r}"))
     if values["vllm_gpu_memory_utilization"] > 1:
         problems.append(("vllm_gpu_memory_utilization", "vllm_gpu_memory_utilization must be at most 1"))
     step = values["prompts_per_step"] * values["num_generations"]
