@@ -97,7 +97,7 @@ def test_stage_table_has_paper_columns(tokenizer):
     assert list(table.columns) == ["EM", "F1", "searches/question", "format-valid rate", "F1 single_hop",
                                    "F1 bridge", "F1 unknown", "F1 multi-hop", "searches multi-hop",
                                    "searches single-hop", "repeated-query rate", "ΔF1 vs previous", "ΔF1 95% low",
-                                   "ΔF1 95% high"]
+                                   "ΔF1 95% high", "ΔF1 questions"]
     assert table.loc["untrained", "EM"] == 0.0 and table.loc["after cold start", "EM"] == pytest.approx(0.5)
     assert table.loc["after cold start", "searches/question"] == pytest.approx(0.75)
     assert table.loc["after cold start", "F1 multi-hop"] == pytest.approx(1 / 3)
@@ -218,8 +218,10 @@ def test_stage_deltas_pair_on_the_questions_both_stages_saw():
     subset = EvalResult(full.records.iloc[:2].assign(f1=[0.0, 0.0]))
     table = stage_table({"untrained": subset, "after": full})
     assert table.loc["after", "ΔF1 vs previous"] == pytest.approx(1.0)  # q0, q1: 0 -> 1; q2, q3 not counted
+    assert table["ΔF1 questions"].tolist() == [0, 2]
     disjoint = EvalResult(full.records.assign(id=[f"x{i}" for i in range(4)]))
-    assert pd.isna(stage_table({"a": disjoint, "b": full}).loc["b", "ΔF1 vs previous"])
+    unpaired = stage_table({"a": disjoint, "b": full}).loc["b"]
+    assert pd.isna(unpaired["ΔF1 vs previous"]) and unpaired["ΔF1 questions"] == 0
 
 
 def test_quarter_gain_compares_the_first_and_last_quarter_of_a_curve():

@@ -204,14 +204,16 @@ def stage_table(results: Mapping[str, EvalResult]) -> pd.DataFrame:
 
 
 def _add_paired_intervals(table: pd.DataFrame, results: Mapping[str, EvalResult], metric: str = "f1") -> None:
-    """Columns "ΔF1 vs previous" and its paired-bootstrap 95% interval, for each stage against the stage before it,
-    over the questions both evaluated (the untrained stage may have seen a subset); NaN when they share none."""
+    """Columns "ΔF1 vs previous", its paired-bootstrap 95% interval and "ΔF1 questions" (how many it pairs), for
+    each stage against the stage before it, over the questions both evaluated (the untrained stage may have seen a
+    subset); NaN (and 0 questions) when they share none."""
     from searchrl.stats import paired_bootstrap
 
-    deltas, lows, highs = [], [], []
+    deltas, lows, highs, paired = [], [], [], []
     previous = None
     for res in results.values():
         values = (float("nan"),) * 3
+        shared = []
         if previous is not None:
             a = previous.records.set_index("id")[metric]
             b = res.records.set_index("id")[metric]
@@ -221,11 +223,14 @@ def _add_paired_intervals(table: pd.DataFrame, results: Mapping[str, EvalResult]
         deltas.append(values[0])
         lows.append(values[1])
         highs.append(values[2])
+        paired.append(len(shared) if values[0] == values[0] else 0)  # a NaN change was computed on no questions
         previous = res
     label = metric.upper() if metric in ("f1", "em") else metric
     table[f"Δ{label} vs previous"] = deltas
     table[f"Δ{label} 95% low"] = lows
     table[f"Δ{label} 95% high"] = highs
+    # How many questions the change is measured on: an untrained stage evaluated on a subset pairs only those.
+    table[f"Δ{label} questions"] = paired
 
 
 # ------------------------------------------------------------------------------------------------ evaluate
