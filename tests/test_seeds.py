@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from searchrl import runner
-from searchrl.seeds import format_spread, seed_curves, seed_tables, spread, write_seed_report
+from searchrl.seeds import format_curves, format_spread, seed_curves, seed_tables, spread, write_seed_report
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,6 +52,7 @@ def test_curve_trends_of_each_seed_are_collected(tmp_path):
     assert curves.to_dict("records") == [{"seed": 0, "metric": "reward", **trend}]
     write_seed_report(runs, tmp_path / "report")
     assert pd.read_csv(tmp_path / "report" / "curves.csv")["gain"].tolist() == [0.2]
+    assert format_curves(curves) == "reward                       last quarter of steps minus first: seed 0 +0.200"
 
 
 def test_runner_runs_each_seed_and_reports_the_spread(tmp_path, monkeypatch, capsys):

@@ -132,8 +132,17 @@ def format_spread(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def format_curves(curves: pd.DataFrame) -> str:
+    """Each curve's gain (last quarter of steps minus first) over seeds, as text: one line per metric."""
+    lines = []
+    for metric, part in curves.groupby("metric", sort=False):
+        gains = ", ".join(f"seed {int(r.seed)} {r.gain:+.3f}" for r in part.itertuples())
+        lines.append(f"{metric:<28} last quarter of steps minus first: {gains}")
+    return "\n".join(lines)
+
+
 def _sd(value: float) -> str:
     return "n/a" if pd.isna(value) else f"{value:.3f}"
 
 
-__all__ = ["format_spread", "seed_curves", "seed_tables", "spread", "spread_figure", "write_seed_report"]
+__all__ = ["format_curves", "format_spread", "seed_curves", "seed_tables", "spread", "spread_figure", "write_seed_report"]
