@@ -244,6 +244,21 @@ def test_support_recall_pays_for_each_supporting_passage_found():
         score("support_recall", completions, doc_ids=doc_ids, supporting_ids=supporting, opts={"value": 0.0})
 
 
+def test_excess_search_penalty_costs_only_searches_beyond_the_hops():
+    one, two = searched("q1", "d", answer("x")), searched("q1", "d", searched("q2", "e", answer("x")))
+    three = searched("q1", "d", searched("q2", "e", searched("q3", "f", answer("x"))))
+    completions = [answer("x"), one, two, two, three, two]
+    supporting = [["a"], ["a"], ["a"], ["a", "b"], ["a", "b"], []]
+    # no search and a needed search cost nothing; each search past the hops costs the penalty; no labels -> None
+    got = score("excess_search_penalty", completions, supporting_ids=supporting)
+    assert got == [0.0, 0.0, -0.5, 0.0, -0.5, None]
+    assert score("excess_search_penalty", [three], supporting_ids=[["a"]], opts={"penalty": -0.25}) == [-0.5]
+    with pytest.raises(ValueError, match="supporting_ids"):
+        score("excess_search_penalty", completions)
+    with pytest.raises(ValueError, match="negative"):
+        score("excess_search_penalty", completions, supporting_ids=supporting, opts={"penalty": 0.5})
+
+
 def test_prompt_dataset_carries_the_supporting_passages(tokenizer):
     from searchrl.data.schema import make_row
     from searchrl.trainer.data import prompt_dataset

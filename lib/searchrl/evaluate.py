@@ -213,17 +213,18 @@ def _add_paired_intervals(table: pd.DataFrame, results: Mapping[str, EvalResult]
     previous = None
     for res in results.values():
         values = (float("nan"),) * 3
-        shared = []
+        n_paired = 0
         if previous is not None:
             a = previous.records.set_index("id")[metric]
             b = res.records.set_index("id")[metric]
             shared = sorted(set(a.index) & set(b.index))
             if a.index.is_unique and b.index.is_unique and shared:
                 values = paired_bootstrap(a.loc[shared].to_numpy(), b.loc[shared].to_numpy())
+                n_paired = len(shared)
         deltas.append(values[0])
         lows.append(values[1])
         highs.append(values[2])
-        paired.append(len(shared) if values[0] == values[0] else 0)  # a NaN change was computed on no questions
+        paired.append(n_paired)
         previous = res
     label = metric.upper() if metric in ("f1", "em") else metric
     table[f"Δ{label} vs previous"] = deltas

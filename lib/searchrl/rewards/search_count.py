@@ -1,5 +1,6 @@
 """Rewards that look at a rollout's searches: R1-Searcher's Stage-1 retrieval reward (eq. 1), a penalty for
-repeating a query word for word, and the share of the question's supporting passages that were retrieved.
+repeating a query word for word, the share of the question's supporting passages that were retrieved, and a
+penalty for searches beyond the number of supporting passages.
 
 R1-Searcher's retrieval reward is 0.5 when the model searched at least once.
 
@@ -39,7 +40,19 @@ REWARDS.register("retrieval_r1s", RewardSpec(RetrievalReward, {"value": 0.5, "mi
                  doc="0.5 when the rollout searched at least once (R1-Searcher eq. 1, stage 1)")
 
 
-class RepeatedQueryPenalty(RewardFunction):
+class _Penalty(RewardFunction):
+    """A reward that only subtracts: its `penalty` option must be negative."""
+
+    needs_golden_answers = False
+
+    def __init__(self, name: str, protocol: SearchProtocol, *, penalty: float = -0.5) -> None:
+        super().__init__(name, protocol)
+        if penalty >= 0:
+            raise ValueError(f"reward {name!r}: penalty must be negative, got {penalty}")
+        self.penalty = float(penalty)
+
+
+class RepeatedQueryPenalty(_Penalty):
     """`penalty` (a negative number) when a rollout issues the same query twice (compared as answers are: case,
     punctuation, articles and spacing ignored; `normalize_answer`), else 0.
 
@@ -49,14 +62,6 @@ class RepeatedQueryPenalty(RewardFunction):
     got the same documents twice), and 2-hop accuracy fell from 7/10 to 1/32 (outputs/LOG.md, lever G). Added to an
     answer reward, it makes such rollouts score below an honest one-search answer.
     """
-
-    needs_golden_answers = False
-
-    def __init__(self, name: str, protocol: SearchProtocol, *, penalty: float = -0.5) -> None:
-        super().__init__(name, protocol)
-        if penalty >= 0:
-            raise ValueError(f"reward {name!r}: penalty must be negative, got {penalty}")
-        self.penalty = float(penalty)
 
     def score(self, samples: list[Sample], prompts: list[Any] | None, kwargs: dict[str, Any]) -> list[float | None]:
         return [self.penalty if has_repeated_query(s.parsed.queries) else 0.0 for s in samples]
@@ -115,4 +120,30 @@ REWARDS.register("support_recall", RewardSpec(SupportRecallReward, {"value": 1.0
                      "needs a supporting_ids column)")
 
 
-__all__ = ["RepeatedQueryPenalty", "RetrievalReward", "SupportRecallReward", "has_repeated_query", "support_recall"]
+class ExcessSearchPenalty(_Penalty):
+    """`penalty` (a negative number) for each search beyond the number of the question's supporting passages (its
+    `supporting_ids` column: one for a single-hop question, two for a 2-hop one); None (not scored) for a question
+    without such labels.
+
+    Not from the four papers; a process reward in the spirit of R1-Searcher++'s group reward (fewer retrievals among
+    correct answers), but it needs no second correct rollout in the group to fire. On the CPU demo an answer reward
+    taught the second search where a 2-hop question needs it, and the policy then searched twice on single-hop
+    questions as well (outputs/LOG.md, lever N): this makes the extra search on a 1-hop question cost something
+    while leaving a needed one free. Pair it with an answer reward; alone it pays for not searching.
+    """
+
+    def score(self, samples: list[Sample], prompts: list[Any] | None, kwargs: dict[str, Any]) -> list[float | None]:
+        supporting = column(kwargs, "supporting_ids", len(samples), self.__name__)
+        out: list[float | None] = []
+        for sample, support in zip(samples, supporting):
+            needed = len(set(support or []))
+            out.append(None if needed == 0 else self.penalty * max(0, sample.num_searches - needed))
+        return out
+
+
+REWARDS.register("excess_search_penalty", RewardSpec(ExcessSearchPenalty, {"penalty": -0.5}),
+                 doc="-0.5 per search beyond the number of supporting passages (a process reward, not from the "
+                     "papers; needs a supporting_ids column)")
+
+
+__all__ = ["ExcessSearchPenalty", "RepeatedQueryPenalty", "RetrievalReward", "SupportRecallReward", "has_repeated_query", "support_recall"]
