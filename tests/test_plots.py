@@ -7,7 +7,15 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from searchrl.plots import RAW_ALPHA, ema, eval_bars, per_type_bars, search_payoff_curves, training_curves
+from searchrl.plots import (
+    RAW_ALPHA,
+    ema,
+    eval_bars,
+    per_type_bars,
+    search_advantage_curves,
+    search_payoff_curves,
+    training_curves,
+)
 
 
 def history(n: int = 10, offset: float = 0.0, **extra: list[float]) -> pd.DataFrame:
@@ -177,3 +185,18 @@ def test_search_payoff_curves_draw_one_line_per_search_count_in_numeric_order() 
     assert smoothed[1].get_xdata().tolist() == [1, 3]  # steps without that count are skipped, not drawn as zero
     assert smoothed[1].get_ydata().tolist() == [1.0, 0.0]
     assert search_payoff_curves(history[["step", "reward"]]) is None
+
+
+def test_search_advantage_curves_draw_a_running_mean_per_type_and_count() -> None:
+    history = pd.DataFrame({"step": [1, 2, 3],
+                            "search/advantage_at_2_searches/inference": [0.5, np.nan, -0.2],
+                            "search/advantage_at_1_searches/inference": [-0.5, np.nan, 0.2],
+                            "search/advantage_at_2_searches/single_hop": [np.nan, -0.4, np.nan]})
+    fig = search_advantage_curves(history)
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in axes] == ["inference", "single_hop"]
+    lines = [line for line in axes[0].get_lines() if not line.get_label().startswith("_")]
+    assert [line.get_label() for line in lines] == ["1 searches", "2 searches"]
+    assert lines[1].get_xdata().tolist() == [1, 3]
+    assert lines[1].get_ydata().tolist() == pytest.approx([0.5, 0.15])  # running mean, steps without groups skipped
+    assert search_advantage_curves(history[["step"]]) is None

@@ -127,3 +127,8 @@ def test_the_mean_reward_of_each_search_count_is_logged(tmp_path, tiny_policy_pa
     assert metrics["search/reward_at_1_searches"] == [pytest.approx(10.375)]
     assert metrics["search/reward_at_2_searches"] == [20.25]
     assert "search/reward_at_3_searches" not in metrics
+    # within the group (mean 10.375), per question type: two searches out-earn their mates, none falls behind
+    qtype = inputs[0].get("qtype", "unknown")
+    assert metrics[f"search/advantage_at_2_searches/{qtype}"] == [pytest.approx(9.875)]
+    assert metrics[f"search/advantage_at_0_searches/{qtype}"] == [pytest.approx(-9.875)]
+    assert metrics[f"search/advantage_at_1_searches/{qtype}"] == [pytest.approx(0.0)]

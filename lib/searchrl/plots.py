@@ -152,6 +152,37 @@ def search_payoff_curves(history: pd.DataFrame, step_col: str = "step", smooth: 
     return fig
 
 
+ADVANTAGE_PREFIX = "search/advantage_at_"  # search/advantage_at_<n>_searches/<qtype>, per step (search_payoff.py)
+
+
+def search_advantage_curves(history: pd.DataFrame, step_col: str = "step") -> ReportFigure | None:
+    """Per question type, the running mean over steps of the group-relative advantage of rollouts with n searches:
+    a line above zero is a count GRPO has been pushing that type towards so far. Running means, not EMA, because a
+    step holds only the few groups of a type whose rollouts searched unequally. None without such columns."""
+    columns = [c for c in history.columns if c.startswith(ADVANTAGE_PREFIX) and history[c].notna().any()]
+    if not columns:
+        return None
+    by_type: dict[str, list[tuple[int, str]]] = {}
+    for column in columns:
+        count, qtype = column[len(ADVANTAGE_PREFIX):].split("_searches/", 1)
+        by_type.setdefault(qtype, []).append((int(count), column))
+    fig, axes = _grid(len(by_type), 3, (4.2, 3.0))
+    for ax, qtype in zip(axes, sorted(by_type)):
+        for count, column in sorted(by_type[qtype]):
+            data = history[[step_col, column]].dropna().sort_values(step_col)
+            values = data[column].to_numpy(dtype=float)
+            running = np.cumsum(values) / np.arange(1, len(values) + 1)
+            ax.plot(data[step_col].to_numpy(), running, color=f"C{count % 10}", linewidth=2, marker=".",
+                    label=f"{count} searches")
+        ax.axhline(0.0, color="grey", linewidth=0.8)
+        ax.set_title(qtype)
+        ax.set_xlabel(step_col)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    fig.suptitle("advantage within the group, by number of searches (running mean)")
+    return fig
+
+
 def _stage_frame(table: pd.DataFrame, stage_col: str | None) -> tuple[pd.DataFrame, str]:
     """The table with its stage labels in a column (taken from the index when there is no such column)."""
     if table is None or table.empty:

@@ -41,6 +41,7 @@ from searchrl.trainer.memorization import (
     split_round_robin,
 )
 from searchrl.trainer.prompt_selection import PROMPT_SELECTIONS, InformativeSampler, SelectionRecord
+from searchrl.trainer.search_payoff import advantage_by_searches
 from searchrl.trainer.value import Critic, critic_from_policy, explained_variance, masked_mean
 
 silence_known_warnings()
@@ -393,7 +394,7 @@ class SearchGRPOTrainer(GRPOTrainer):
         rewards = (self._last_rewards_per_func * self.reward_weights.to(self._last_rewards_per_func.device)
                    .unsqueeze(0)).nansum(dim=1)
         mode = "train" if self.model.training else "eval"
-        self._log_reward_by_searches(rewards, mode)
+        self._log_reward_by_searches(inputs, rewards, mode)
         if mode == "train" and self.args.prompt_selection != "uniform":
             self._record_selection(inputs, rewards)
         if self.args.advantage_estimator == "grpo" and not self.args.drop_zero_variance:
@@ -428,16 +429,24 @@ class SearchGRPOTrainer(GRPOTrainer):
         firsts = rows[::g]
         self.selection.record([r[0] for r in firsts], [r[1] for r in firsts], informative_groups(rewards, g).tolist())
 
-    def _log_reward_by_searches(self, rewards: torch.Tensor, mode: str) -> None:
+    def _log_reward_by_searches(self, inputs, rewards: torch.Tensor, mode: str) -> None:
         """`search/reward_at_<n>_searches`: the mean total reward of the batch's rollouts that searched n times.
         GRPO moves the policy towards the search count that out-earns its group mates, so these curves show, step by
-        step, whether a second search pays (and a gap that closes shows the policy has settled on one count)."""
+        step, whether a second search pays (and a gap that closes shows the policy has settled on one count).
+        `search/advantage_at_<n>_searches/<qtype>`: the same within groups, per question type (`search_payoff`)."""
+        from accelerate.utils import gather_object
+
         local = torch.tensor(getattr(self, "_last_num_searches", []), dtype=torch.long, device=rewards.device)
         counts = self.accelerator.gather(local)  # the whole batch's, in the order of the gathered rewards
         if counts.numel() != rewards.numel():  # a batch this trainer did not roll out (no search rollouts): skip
             return
         for n in sorted(set(counts.tolist())):
             self._metrics[mode][f"search/reward_at_{n}_searches"].append(rewards[counts == n].mean().item())
+        qtypes = gather_object([str(row.get("qtype", "unknown")) for row in inputs])
+        g = self.num_generations if mode == "train" else self.num_generations_eval
+        for key, value in advantage_by_searches(rewards, counts.tolist(), qtypes, g).items():
+            qtype, n = key.rsplit("/", 1)
+            self._metrics[mode][f"search/advantage_at_{n}_searches/{qtype}"].append(value)
 
     def _ppo_advantages(self, output, rewards: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
         """(B, T) GAE advantages from the critic's values; in training, then one critic regression on this batch
