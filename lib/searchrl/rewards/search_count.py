@@ -146,4 +146,5 @@ REWARDS.register("excess_search_penalty", RewardSpec(ExcessSearchPenalty, {"pena
                      "papers; needs a supporting_ids column)")
 
 
-__all__ = ["ExcessSearchPenalty", "RepeatedQueryPenalty", "RetrievalReward", "SupportRecallReward", "has_repeated_query", "support_recall"]
+__all__ = ["ExcessSearchPenalty", "RepeatedQueryPenalty", "RetrievalReward", "SupportRecallReward", "has_repeated_query",
+           "support_recall"]

@@ -19,6 +19,7 @@ import warnings
 from dataclasses import dataclass, field
 
 import torch
+from accelerate.utils import gather_object
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOConfig, GRPOTrainer
 
@@ -394,9 +395,11 @@ class SearchGRPOTrainer(GRPOTrainer):
         rewards = (self._last_rewards_per_func * self.reward_weights.to(self._last_rewards_per_func.device)
                    .unsqueeze(0)).nansum(dim=1)
         mode = "train" if self.model.training else "eval"
-        self._log_reward_by_searches(inputs, rewards, mode)
+        # The gathered batch's (id, qtype) rows, in the order of the gathered rewards; one collective for both uses.
+        rows = gather_object([(str(row.get("id", "")), str(row.get("qtype", "unknown"))) for row in inputs])
+        self._log_reward_by_searches([qtype for _, qtype in rows], rewards, mode)
         if mode == "train" and self.args.prompt_selection != "uniform":
-            self._record_selection(inputs, rewards)
+            self._record_selection(rows, rewards)
         if self.args.advantage_estimator == "grpo" and not self.args.drop_zero_variance:
             return output, rewards
         num_generations = self.num_generations if mode == "train" else self.num_generations_eval
@@ -419,33 +422,27 @@ class SearchGRPOTrainer(GRPOTrainer):
             self._metrics[mode]["search/kept_group_frac"].append(kept_groups.float().mean().item())
         return output, rewards
 
-    def _record_selection(self, inputs, rewards: torch.Tensor) -> None:
-        """Note, per group of the gathered batch, its question and whether its rewards differed; every process
-        records the same groups, so every process's sampler draws the same questions next."""
-        from accelerate.utils import gather_object
-
+    def _record_selection(self, rows: list[tuple[str, str]], rewards: torch.Tensor) -> None:
+        """Note, per group of the gathered batch (its (id, qtype) `rows`), its question and whether its rewards
+        differed; every process records the same groups, so every process's sampler draws the same questions next."""
         g = self.num_generations
-        rows = gather_object([(str(row.get("id", "")), str(row.get("qtype", "unknown"))) for row in inputs])
         firsts = rows[::g]
         self.selection.record([r[0] for r in firsts], [r[1] for r in firsts], informative_groups(rewards, g).tolist())
 
-    def _log_reward_by_searches(self, inputs, rewards: torch.Tensor, mode: str) -> None:
+    def _log_reward_by_searches(self, qtypes: list[str], rewards: torch.Tensor, mode: str) -> None:
         """`search/reward_at_<n>_searches`: the mean total reward of the batch's rollouts that searched n times.
         GRPO moves the policy towards the search count that out-earns its group mates, so these curves show, step by
         step, whether a second search pays (and a gap that closes shows the policy has settled on one count).
-        `search/advantage_at_<n>_searches/<qtype>`: the same within groups, per question type (`search_payoff`)."""
-        from accelerate.utils import gather_object
-
+        `search/advantage_at_<n>_searches/<qtype>`: the same within groups, per question type (`search_payoff`);
+        `qtypes` are the gathered batch's, in the order of `rewards`."""
         local = torch.tensor(getattr(self, "_last_num_searches", []), dtype=torch.long, device=rewards.device)
         counts = self.accelerator.gather(local)  # the whole batch's, in the order of the gathered rewards
         if counts.numel() != rewards.numel():  # a batch this trainer did not roll out (no search rollouts): skip
             return
         for n in sorted(set(counts.tolist())):
             self._metrics[mode][f"search/reward_at_{n}_searches"].append(rewards[counts == n].mean().item())
-        qtypes = gather_object([str(row.get("qtype", "unknown")) for row in inputs])
         g = self.num_generations if mode == "train" else self.num_generations_eval
-        for key, value in advantage_by_searches(rewards, counts.tolist(), qtypes, g).items():
-            qtype, n = key.rsplit("/", 1)
+        for (qtype, n), value in advantage_by_searches(rewards, counts.tolist(), qtypes, g).items():
             self._metrics[mode][f"search/advantage_at_{n}_searches/{qtype}"].append(value)
 
     def _ppo_advantages(self, output, rewards: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:

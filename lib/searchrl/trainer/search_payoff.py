@@ -19,15 +19,15 @@ import torch
 
 def advantage_by_searches(
     rewards: torch.Tensor, counts: Sequence[int], qtypes: Sequence[str], num_generations: int
-) -> dict[str, float]:
-    """`{"<qtype>/<n>": mean reward minus group mean}` of the rollouts that searched n times, over each type's groups
+) -> dict[tuple[str, int], float]:
+    """`{(qtype, n): mean reward minus group mean}` of the rollouts that searched n times, over each type's groups
     of `num_generations` consecutive rollouts whose search counts differ. Types with no such group are left out."""
     g = int(num_generations)
     if g < 2 or rewards.numel() % g or not (len(counts) == len(qtypes) == rewards.numel()):
         return {}
     values = rewards.detach().float().cpu().view(-1, g)
-    sums: dict[str, float] = defaultdict(float)
-    sizes: dict[str, int] = defaultdict(int)
+    sums: dict[tuple[str, int], float] = defaultdict(float)
+    sizes: dict[tuple[str, int], int] = defaultdict(int)
     for group, row in enumerate(values):
         members = range(group * g, (group + 1) * g)
         group_counts = [int(counts[i]) for i in members]
@@ -35,7 +35,7 @@ def advantage_by_searches(
             continue
         mean = row.mean().item()
         for k, n in enumerate(group_counts):
-            key = f"{qtypes[group * g]}/{n}"
+            key = (str(qtypes[group * g]), n)
             sums[key] += row[k].item() - mean
             sizes[key] += 1
     return {key: sums[key] / sizes[key] for key in sorted(sums)}
