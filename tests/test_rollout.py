@@ -90,3 +90,54 @@ def test_hf_generator_runs_a_real_batched_rollout(tiny_policy):
     assert len(trajs) == 3
     for t in trajs:
         assert t.done and 0 < len(t.completion_ids) <= 24 and len(t.env_mask) == len(t.completion_ids)
+
+
+def _forced_run(tokenizer, scripts, explore=True, **cfg):
+    retriever = FakeRetriever()
+    gen = ScriptedGenerator(tokenizer, scripts, eos_last=False)
+    engine = SearchRollout(MiniProtocol(), retriever, tokenizer, gen, RolloutConfig(**cfg), explore=explore)
+    prompts = [tokenizer(f"question {i}", add_special_tokens=False)["input_ids"] for i in range(len(scripts))]
+    return engine.run(prompts), retriever
+
+
+def test_forced_searches_send_every_other_early_answer_back_to_search(tokenizer):
+    free = ["<search>Entity1</search>", "<think>so</think><answer>a</answer>"]
+    forced = ["<search>Entity1</search>", "<think>so</think><answer>a</answer>", " Entity2 </search>",
+              "<answer>b</answer>"]
+    (kept, sent_back), retriever = _forced_run(tokenizer, [free, forced], forced_searches=2)
+    assert kept.num_searches == 1 and kept.forced == 0 and kept.finish == "answer"
+    assert sent_back.num_searches == 2 and sent_back.forced == 1 and sent_back.queries == ["Entity1", "Entity2"]
+    assert retriever.calls == [["Entity1", "Entity1"], ["Entity2"]]
+    text = tokenizer.decode(sent_back.completion_ids)
+    # The cut answer is gone; the reasoning before it stays, and the opener follows it.
+    assert "<answer>a" not in text and "<think>so</think><search> Entity2 </search>" in text
+    assert text.rstrip().endswith("<answer>b</answer>")
+    # The opener is environment text: masked like the documents, so the loss never trains the forced choice.
+    # (This tokenizer writes "</think><answer>" as ..., "</", "think", "><", "answer", ...: the straddling "><" goes
+    # with the answer, and its ">" comes back as environment text.)
+    start = len(tokenizer(forced[0], add_special_tokens=False)["input_ids"])
+    obs_end = start + sent_back.env_mask[start:].index(1)
+    reasoning = tokenizer("<think>so</think><answer>", add_special_tokens=False)["input_ids"][:6]
+    assert tokenizer.decode(reasoning) == "<think>so</think"
+    at = obs_end + len(reasoning)
+    assert sent_back.completion_ids[obs_end:at] == reasoning and sent_back.env_mask[obs_end:at] == [1] * len(reasoning)
+    opener = tokenizer(">" + "<search>", add_special_tokens=False)["input_ids"]
+    assert sent_back.completion_ids[at: at + len(opener)] == opener
+    assert sent_back.env_mask[at: at + len(opener)] == [0] * len(opener)
+    assert sent_back.env_mask[at + len(opener)] == 1  # the query is the model's
+    assert len(sent_back.env_mask) == len(sent_back.completion_ids)
+
+
+def test_forced_searches_leave_rollouts_that_searched_enough_and_evaluation_alone(tokenizer):
+    enough = ["<search>Entity1</search>", "<search>Entity2</search>", "<answer>a</answer>"]
+    early = ["<search>Entity1</search>", "<answer>a</answer>"]
+    trajs, _ = _forced_run(tokenizer, [early, enough], forced_searches=2)
+    assert [t.forced for t in trajs] == [0, 0] and [t.num_searches for t in trajs] == [1, 2]
+    # Without explore (every engine but the trainer's), the setting does nothing.
+    trajs, _ = _forced_run(tokenizer, [early, early], explore=False, forced_searches=2)
+    assert [t.forced for t in trajs] == [0, 0] and [t.num_searches for t in trajs] == [1, 1]
+
+
+def test_forced_searches_cannot_exceed_the_search_budget():
+    with pytest.raises(ValueError, match="forced_searches"):
+        RolloutConfig(max_searches=1, forced_searches=2)

@@ -132,3 +132,16 @@ def test_the_mean_reward_of_each_search_count_is_logged(tmp_path, tiny_policy_pa
     assert metrics[f"search/advantage_at_2_searches/{qtype}"] == [pytest.approx(9.875)]
     assert metrics[f"search/advantage_at_0_searches/{qtype}"] == [pytest.approx(-9.875)]
     assert metrics[f"search/advantage_at_1_searches/{qtype}"] == [pytest.approx(0.0)]
+
+
+def test_only_the_trainers_engine_forces_searches(tmp_path, tiny_policy_path, tokenizer):
+    rows = [{"id": "q0", "question": "When was Entity1 founded?", "golden_answers": ["1901"], "metadata": {}}]
+    protocol = MiniProtocol()
+    args = SearchGRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=4,
+                            use_cpu=True, bf16=False, report_to="none", max_steps=1, save_strategy="no",
+                            rollout=RolloutConfig(max_completion_tokens=96, forced_searches=1))
+    trainer = SearchGRPOTrainer(model=str(tiny_policy_path), reward_funcs=[varied_reward], args=args,
+                                train_dataset=prompt_dataset(rows, protocol, tokenizer), retriever=FakeRetriever(),
+                                protocol=protocol, processing_class=tokenizer)
+    assert trainer.engine.explore and trainer.engine.config.forced_searches == 1
+    assert not SearchRollout(protocol, FakeRetriever(), tokenizer, None, args.rollout).explore

@@ -48,6 +48,12 @@ class RolloutConfig:
     """Sampling temperature of training rollouts (0: greedy). Evaluation decodes greedily unless told otherwise."""
     top_p: float = 1.0
     """Nucleus sampling: sample from the smallest set of tokens whose probability reaches top_p (1: all)."""
+    forced_searches: int = 0
+    """Training rollouts only (evaluation never forces): every other rollout of a batch that closes an answer
+    having searched fewer than this many times loses the answer tag and what follows, and gets the query opener
+    instead, appended as environment text (masked, not trained), so it goes on to search. A group then holds
+    rollouts that searched more beside rollouts that chose when to stop, and GRPO compares the two even once the
+    policy's own search count has settled on one value (0: off; at most max_searches). Not from the papers."""
 
     def __post_init__(self) -> None:
         raise_problems("RolloutConfig", rollout_problems(self))
@@ -64,7 +70,7 @@ class RolloutConfig:
 # Inclusive lower bounds of the numeric settings.
 _MINIMUMS = {"max_searches": 0, "top_k": 1, "max_turn_tokens": 0, "max_completion_tokens": 1, "max_query_chars": 1,
              "temperature": 0.0, "retriever_timeout_s": 0.0, "retriever_retries": 0, "retriever_backoff_s": 0.0,
-             "retriever_outage_s": 0.0}
+             "retriever_outage_s": 0.0, "forced_searches": 0}
 
 
 def rollout_problems(values: Any) -> list[tuple[str, str]]:
@@ -74,6 +80,11 @@ def rollout_problems(values: Any) -> list[tuple[str, str]]:
         value = getattr(values, name)
         if isinstance(value, (int, float)) and value < low:
             problems.append((name, f"{name} must be >= {low}, got {value!r}"))
+    forced, budget = values.forced_searches, values.max_searches
+    if isinstance(forced, int) and isinstance(budget, int) and forced > budget:
+        message = (f"forced_searches ({forced}) must not exceed max_searches ({budget}): a rollout cannot be made "
+                   "to search more often than it may")
+        problems.append(("forced_searches", message))
     top_p = values.top_p
     if isinstance(top_p, (int, float)) and not 0 < top_p <= 1:
         problems.append(("top_p", f"top_p must be in (0, 1], got {top_p!r}"))

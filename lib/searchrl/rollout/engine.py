@@ -11,6 +11,10 @@ retriever that stays down stops the run with an error that says so, instead of t
 With `retriever_outage_s` > 0 a mid-run outage is ridden out for that long: a batch that still fails after its
 retries gets a "search failed" notice in place of documents, counted (`Trajectory.failed_searches`, logged as
 `search/failed_searches`), and the run stops only once the retriever has answered nothing for that long.
+
+With `forced_searches` > 0 and `explore=True` (the trainer's engine only), every other rollout that closes an
+answer too early is sent back to search: its turn is cut where the answer tag begins and the query opener is
+appended as environment text (`Trajectory.forced`, logged as `search/forced_searches`).
 """
 
 from __future__ import annotations
@@ -45,6 +49,9 @@ class Trajectory:
     hit_search_budget: bool = False  # asked for more searches than allowed
     hit_length_budget: bool = False  # the token budget ended the rollout
     finish: str = ""  # "answer" (closed answer / other stop), "eos", "length"
+    min_searches: int = 0  # searches to make before an answer is accepted (forced_searches, on forced rows)
+    forced: int = 0  # answers cut and replaced by a query opener to reach min_searches
+    query_opened: bool = False  # the environment just appended the query opener: the next turn is the query itself
     done: bool = False
     budget: int = 256  # completion tokens allowed, sampled and appended together
 
@@ -79,9 +86,12 @@ class SearchRollout:
     """Batched multi-turn search rollouts over any `TurnGenerator` and `Retriever`."""
 
     def __init__(self, protocol: SearchProtocol, retriever, tokenizer, generator: TurnGenerator,
-                 config: RolloutConfig | None = None, *, collective: bool = False, progress: bool = False):
+                 config: RolloutConfig | None = None, *, collective: bool = False, progress: bool = False,
+                 explore: bool = False):
         self.protocol, self.retriever, self.tokenizer, self.generator = protocol, retriever, tokenizer, generator
         self.config = config or RolloutConfig()
+        # Forcing searches changes what a rollout does; only training asks for it, so a score never depends on it.
+        self.explore = explore
         # Multi-process vLLM generation is collective: every process then runs every turn, even with nothing to do.
         self.collective = collective
         self.progress = progress
@@ -94,7 +104,10 @@ class SearchRollout:
 
     def run(self, prompt_ids: list[list[int]]) -> list[Trajectory]:
         cfg = self.config
-        trajs = [Trajectory(prompt_ids=list(p), budget=cfg.max_completion_tokens) for p in prompt_ids]
+        forced = cfg.forced_searches if self.explore else 0
+        # Every other row: GRPO's sampler lays a group's rollouts side by side, so each group gets forced and free ones.
+        trajs = [Trajectory(prompt_ids=list(p), budget=cfg.max_completion_tokens, min_searches=forced * (i % 2))
+                 for i, p in enumerate(prompt_ids)]
         # One turn per allowed search, one to answer, and one after a budget notice.
         max_turns = cfg.max_searches + 2
         bar = progress_bar(total=max_turns, desc="rollout turns", disable=not self.progress, leave=False)
@@ -132,6 +145,8 @@ class SearchRollout:
 
     def _take_turn(self, traj: Trajectory, out, pending: list) -> None:
         cfg = self.config
+        if traj.num_searches < traj.min_searches and out.finish == "stop" and self._send_back_to_search(traj, out):
+            return
         traj.append(out.token_ids, sampled=True, logprobs=out.logprobs)
         if out.finish == "eos":
             traj.done, traj.finish = True, "eos"
@@ -140,6 +155,8 @@ class SearchRollout:
             traj.done, traj.finish, traj.hit_length_budget = True, "length", True
             return
         segment = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
+        if traj.query_opened:  # the opener is in the completion already, as environment text
+            segment, traj.query_opened = self.protocol.query_open + segment, False
         query = self.protocol.extract_query(_through_first_stop(segment, self.protocol.stop_strings))
         if out.finish != "stop" or query is None:
             # A closed answer (or any other stop) ends the sample; an unfinished turn ran out of its budget.
@@ -159,6 +176,28 @@ class SearchRollout:
             )
         else:
             pending.append((traj, query.strip()))
+
+    def _send_back_to_search(self, traj: Trajectory, out) -> bool:
+        """If this turn closed an answer, keep what the model wrote before the answer tag, append the query opener
+        as environment text, and return True: the next turn writes a query. False when the turn did not answer."""
+        protocol, ids = self.protocol, out.token_ids
+        segment = _through_first_stop(self.tokenizer.decode(ids, skip_special_tokens=True), protocol.stop_strings)
+        if protocol.extract_query(segment) is not None or protocol.answer_open not in segment:
+            return False
+        # The longest run of whole tokens that ends before the tag. A tag may span several tokens and a token may
+        # straddle its start ("><"): the text that token held before the tag is given back with the opener.
+        tag_at = segment.index(protocol.answer_open)
+        keep, kept_chars = 0, 0
+        while keep < len(ids):
+            chars = len(self.tokenizer.decode(ids[:keep + 1], skip_special_tokens=True))
+            if chars > tag_at:
+                break
+            keep, kept_chars = keep + 1, chars
+        traj.append(ids[:keep], sampled=True, logprobs=out.logprobs[:keep] if out.logprobs is not None else None)
+        traj.forced += 1
+        self._append_observation(traj, segment[kept_chars:tag_at] + protocol.query_open)
+        traj.query_opened = True
+        return True
 
     def _retrieve_and_append(self, pending: list) -> None:
         if not pending:
@@ -271,6 +310,7 @@ def summarize(trajs: list[Trajectory]) -> dict[str, float]:
         "search/failed_searches": sum(t.failed_searches for t in trajs) / n,
         "search/hit_search_budget": sum(t.hit_search_budget for t in trajs) / n,
         "search/hit_length_budget": sum(t.hit_length_budget for t in trajs) / n,
+        "search/forced_searches": sum(t.forced for t in trajs) / n,
         "search/masked_token_frac": sum(m == 0 for t in trajs for m in t.env_mask) / max(tokens, 1),
         "completions/model_tokens": sum(sum(t.env_mask) for t in trajs) / n,
         "completions/total_tokens": tokens / n,

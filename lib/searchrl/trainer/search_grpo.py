@@ -212,7 +212,7 @@ class SearchGRPOTrainer(GRPOTrainer):
                                                          self.protocol.stop_strings, rollout, top_k=self.args.top_k)
             collective = self.use_vllm and self.accelerator.num_processes > 1
             self._engine = SearchRollout(self.protocol, self.retriever, tokenizer, generator, rollout,
-                                         collective=collective)
+                                         collective=collective, explore=True)
         return self._engine
 
     def _prompt_ids(self, prompts: list) -> list[list[int]]:
