@@ -116,11 +116,14 @@ def test_forced_searches_send_every_other_early_answer_back_to_search(tokenizer)
     # (This tokenizer writes "</think><answer>" as ..., "</", "think", "><", "answer", ...: the straddling "><" goes
     # with the answer, and its ">" comes back as environment text.)
     start = len(tokenizer(forced[0], add_special_tokens=False)["input_ids"])
-    obs_end = start + sent_back.env_mask[start:].index(1)
+    obs = MiniProtocol().format_observation(retriever.docs[1:2] + retriever.docs[0:1] + retriever.docs[2:3])
+    obs_end = start + len(tokenizer(obs, add_special_tokens=False)["input_ids"])
     reasoning = tokenizer("<think>so</think><answer>", add_special_tokens=False)["input_ids"][:6]
     assert tokenizer.decode(reasoning) == "<think>so</think"
     at = obs_end + len(reasoning)
-    assert sent_back.completion_ids[obs_end:at] == reasoning and sent_back.env_mask[obs_end:at] == [1] * len(reasoning)
+    # The reasoning that led to the cut answer stays as context but is masked: training it with the forced
+    # rollout's advantage would teach the thought that ends in answering.
+    assert sent_back.completion_ids[obs_end:at] == reasoning and sent_back.env_mask[obs_end:at] == [0] * len(reasoning)
     opener = tokenizer(">" + "<search>", add_special_tokens=False)["input_ids"]
     assert sent_back.completion_ids[at: at + len(opener)] == opener
     assert sent_back.env_mask[at: at + len(opener)] == [0] * len(opener)

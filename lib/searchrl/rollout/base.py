@@ -51,7 +51,8 @@ class RolloutConfig:
     forced_searches: int = 0
     """Training rollouts only (evaluation never forces): every other rollout of a batch that closes an answer
     having searched fewer than this many times loses the answer tag and what follows, and gets the query opener
-    instead, appended as environment text (masked, not trained), so it goes on to search. A group then holds
+    instead, so it goes on to search. That turn's kept reasoning and the opener are masked (not trained): they were
+    written, or put, on the way to a choice the model did not make. A group then holds
     rollouts that searched more beside rollouts that chose when to stop, and GRPO compares the two even once the
     policy's own search count has settled on one value (0: off; at most max_searches). Not from the papers."""
 

@@ -14,7 +14,8 @@ retries gets a "search failed" notice in place of documents, counted (`Trajector
 
 With `forced_searches` > 0 and `explore=True` (the trainer's engine only), every other rollout that closes an
 answer too early is sent back to search: its turn is cut where the answer tag begins and the query opener is
-appended as environment text (`Trajectory.forced`, logged as `search/forced_searches`).
+appended; the kept part of that turn and the opener are both masked as environment text (`Trajectory.forced`,
+logged as `search/forced_searches`).
 """
 
 from __future__ import annotations
@@ -178,8 +179,9 @@ class SearchRollout:
             pending.append((traj, query.strip()))
 
     def _send_back_to_search(self, traj: Trajectory, out) -> bool:
-        """If this turn closed an answer, keep what the model wrote before the answer tag, append the query opener
-        as environment text, and return True: the next turn writes a query. False when the turn did not answer."""
+        """If this turn closed an answer, keep what the model wrote before the answer tag, append the query opener,
+        both as environment text (masked), and return True: the next turn writes a query. False when the turn did
+        not answer."""
         protocol, ids = self.protocol, out.token_ids
         segment = _through_first_stop(self.tokenizer.decode(ids, skip_special_tokens=True), protocol.stop_strings)
         if protocol.extract_query(segment) is not None or protocol.answer_open not in segment:
@@ -193,7 +195,10 @@ class SearchRollout:
             if chars > tag_at:
                 break
             keep, kept_chars = keep + 1, chars
-        traj.append(ids[:keep], sampled=True, logprobs=out.logprobs[:keep] if out.logprobs is not None else None)
+        # Kept as context but not trained (mask 0): this reasoning was written on the way to an answer ("so the
+        # answer is X"), and training it with the forced rollout's advantage would teach answering early whenever
+        # the forced search pays.
+        traj.append(ids[:keep], sampled=False)
         traj.forced += 1
         self._append_observation(traj, segment[kept_chars:tag_at] + protocol.query_open)
         traj.query_opened = True
