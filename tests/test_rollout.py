@@ -128,6 +128,7 @@ def test_forced_searches_send_every_other_early_answer_back_to_search(tokenizer)
     assert sent_back.completion_ids[at: at + len(opener)] == opener
     assert sent_back.env_mask[at: at + len(opener)] == [0] * len(opener)
     assert sent_back.env_mask[at + len(opener)] == 1  # the query is the model's
+    assert sent_back.forced_spans == [(obs_end, at + len(opener))] and kept.forced_spans == []
     assert len(sent_back.env_mask) == len(sent_back.completion_ids)
 
 

@@ -145,3 +145,11 @@ def test_only_the_trainers_engine_forces_searches(tmp_path, tiny_policy_path, to
                                 protocol=protocol, processing_class=tokenizer)
     assert trainer.engine.explore and trainer.engine.config.forced_searches == 1
     assert not SearchRollout(protocol, FakeRetriever(), tokenizer, None, args.rollout).explore
+
+
+def test_forced_text_stays_out_of_the_loss_when_retrieved_tokens_are_trained():
+    from searchrl.rollout.engine import Trajectory
+    from searchrl.trainer.search_grpo import _only_forced_masked
+
+    traj = Trajectory(prompt_ids=[0], env_mask=[1, 1, 0, 0, 0, 1, 0, 0, 1], forced_spans=[(5, 7)])
+    assert _only_forced_masked(traj) == [1, 1, 1, 1, 1, 0, 0, 1, 1]

@@ -52,6 +52,7 @@ class Trajectory:
     finish: str = ""  # "answer" (closed answer / other stop), "eos", "length"
     min_searches: int = 0  # searches to make before an answer is accepted (forced_searches, on forced rows)
     forced: int = 0  # answers cut and replaced by a query opener to reach min_searches
+    forced_spans: list[tuple[int, int]] = field(default_factory=list)  # [start, end) of each cut turn + opener
     query_opened: bool = False  # the environment just appended the query opener: the next turn is the query itself
     done: bool = False
     budget: int = 256  # completion tokens allowed, sampled and appended together
@@ -198,9 +199,11 @@ class SearchRollout:
         # Kept as context but not trained (mask 0): this reasoning was written on the way to an answer ("so the
         # answer is X"), and training it with the forced rollout's advantage would teach answering early whenever
         # the forced search pays.
+        start = len(traj.completion_ids)
         traj.append(ids[:keep], sampled=False)
         traj.forced += 1
         self._append_observation(traj, segment[kept_chars:tag_at] + protocol.query_open)
+        traj.forced_spans.append((start, len(traj.completion_ids)))
         traj.query_opened = True
         return True
 

@@ -235,7 +235,7 @@ class SearchGRPOTrainer(GRPOTrainer):
         for name, value in self._rollout_metrics(trajs).items():
             self._metrics[mode][name].append(value)
         self._last_num_searches = [t.num_searches for t in trajs]  # this slice's, scored next (_scored_batch)
-        env_mask = [t.env_mask if self.args.mask_retrieved else [1] * len(t.env_mask) for t in trajs]
+        env_mask = [t.env_mask if self.args.mask_retrieved else _only_forced_masked(t) for t in trajs]
         extra = {}
         if self.memorizer is not None:  # the documents each rollout retrieved, read where the engine appended them
             notices = [self.args.rollout.budget_notice]
@@ -527,3 +527,12 @@ class SearchGRPOTrainer(GRPOTrainer):
             self._reward_ref_model.requires_grad_(False)
         ref, _, _ = self._get_per_token_logps_and_entropies(self._reward_ref_model, ids, attention, keep)
         return old - ref
+
+
+def _only_forced_masked(traj) -> list[int]:
+    """The loss mask with retrieved tokens trained (mask_retrieved off): everything but forced_searches' text, which
+    the model did not choose and which stays out of the loss either way."""
+    mask = [1] * len(traj.env_mask)
+    for start, end in traj.forced_spans:
+        mask[start:end] = [0] * (end - start)
+    return mask
