@@ -8,6 +8,7 @@ object itself.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import Any, Protocol
 
@@ -52,9 +53,9 @@ class RolloutConfig:
     """Training rollouts only (evaluation never forces): every other rollout of a batch that closes an answer
     having searched fewer than this many times loses the answer tag and what follows, and gets the query opener
     instead, so it goes on to search. That turn's kept reasoning and the opener are masked (not trained): they were
-    written, or put, on the way to a choice the model did not make. A group then holds
-    rollouts that searched more beside rollouts that chose when to stop, and GRPO compares the two even once the
-    policy's own search count has settled on one value (0: off; at most max_searches). Not from the papers."""
+    written, or put, on the way to a choice the model did not make. A group then holds rollouts that searched more
+    beside rollouts that chose when to stop, and GRPO compares the two even once the policy's own search count has
+    settled on one value (0: off; at most max_searches). Not from the papers."""
 
     def __post_init__(self) -> None:
         raise_problems("RolloutConfig", rollout_problems(self))
@@ -120,6 +121,22 @@ def first_stop_end(text: str, stop_strings: list[str]) -> int | None:
     return min(ends) if ends else None
 
 
+def shortest_prefix(ids: list[int], holds: Callable[[list[int]], bool]) -> int | None:
+    """The length of the shortest prefix of `ids` for which `holds` is true, or None when not even all of `ids`
+    holds. `holds` must be monotone in the prefix length (what decoded text contains or how long it is), so a
+    binary search finds it with a logarithmic number of decodes."""
+    if not ids or not holds(ids):
+        return None
+    lo, hi = 1, len(ids)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if holds(ids[:mid]):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 def cut_turn(token_ids: list[int], tokenizer, stop_strings: list[str], eos_ids: set[int], budget: int) -> TurnOutput:
     """Trim the raw new tokens of one row to the turn that was really generated.
 
@@ -130,20 +147,15 @@ def cut_turn(token_ids: list[int], tokenizer, stop_strings: list[str], eos_ids: 
     ids = list(token_ids[:budget])
     first_eos = next((i for i, t in enumerate(ids) if t in eos_ids), None)
     body = ids if first_eos is None else ids[:first_eos]
-    # Find the shortest prefix whose text holds a stop string: the token that completes the tag ends the turn.
-    text = tokenizer.decode(body, skip_special_tokens=False)
-    if first_stop_end(text, stop_strings) is not None:
-        lo, hi = 1, len(body)
-        while lo < hi:  # binary search on prefix length; decoding is monotone in containing the tag
-            mid = (lo + hi) // 2
-            if first_stop_end(tokenizer.decode(body[:mid], skip_special_tokens=False), stop_strings) is None:
-                lo = mid + 1
-            else:
-                hi = mid
-        return TurnOutput(body[:lo], "stop")
+    # The shortest prefix whose text holds a stop string: the token that completes the tag ends the turn.
+    end = shortest_prefix(body, lambda ids: first_stop_end(tokenizer.decode(ids, skip_special_tokens=False),
+                                                            stop_strings) is not None)
+    if end is not None:
+        return TurnOutput(body[:end], "stop")
     if first_eos is not None:
         return TurnOutput(body + [ids[first_eos]], "eos")
     return TurnOutput(body, "length")
 
 
-__all__ = ["RolloutConfig", "TurnGenerator", "TurnOutput", "cut_turn", "first_stop_end", "rollout_problems"]
+__all__ = ["RolloutConfig", "TurnGenerator", "TurnOutput", "cut_turn", "first_stop_end", "rollout_problems",
+           "shortest_prefix"]

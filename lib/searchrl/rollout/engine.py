@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from searchrl.progress import progress_bar
 from searchrl.protocols.base import SearchProtocol
-from searchrl.rollout.base import RolloutConfig, TurnGenerator, first_stop_end
+from searchrl.rollout.base import RolloutConfig, TurnGenerator, first_stop_end, shortest_prefix
 
 # The observation in place of documents when the retriever stayed down: it names the failure, so that it is not
 # mistaken for (or trained as) a search that found nothing.
@@ -51,7 +51,6 @@ class Trajectory:
     hit_length_budget: bool = False  # the token budget ended the rollout
     finish: str = ""  # "answer" (closed answer / other stop), "eos", "length"
     min_searches: int = 0  # searches to make before an answer is accepted (forced_searches, on forced rows)
-    forced: int = 0  # answers cut and replaced by a query opener to reach min_searches
     forced_spans: list[tuple[int, int]] = field(default_factory=list)  # [start, end) of each cut turn + opener
     query_opened: bool = False  # the environment just appended the query opener: the next turn is the query itself
     done: bool = False
@@ -60,6 +59,11 @@ class Trajectory:
     @property
     def num_searches(self) -> int:
         return len(self.queries)
+
+    @property
+    def forced(self) -> int:
+        """Answers cut and replaced by a query opener to reach min_searches."""
+        return len(self.forced_spans)
 
     @property
     def budget_left(self) -> int:
@@ -190,18 +194,14 @@ class SearchRollout:
         # The longest run of whole tokens that ends before the tag. A tag may span several tokens and a token may
         # straddle its start ("><"): the text that token held before the tag is given back with the opener.
         tag_at = segment.index(protocol.answer_open)
-        keep, kept_chars = 0, 0
-        while keep < len(ids):
-            chars = len(self.tokenizer.decode(ids[:keep + 1], skip_special_tokens=True))
-            if chars > tag_at:
-                break
-            keep, kept_chars = keep + 1, chars
+        reaches_tag = shortest_prefix(ids, lambda p: len(self.tokenizer.decode(p, skip_special_tokens=True)) > tag_at)
+        keep = len(ids) if reaches_tag is None else reaches_tag - 1
+        kept_chars = len(self.tokenizer.decode(ids[:keep], skip_special_tokens=True))
         # Kept as context but not trained (mask 0): this reasoning was written on the way to an answer ("so the
         # answer is X"), and training it with the forced rollout's advantage would teach answering early whenever
         # the forced search pays.
         start = len(traj.completion_ids)
         traj.append(ids[:keep], sampled=False)
-        traj.forced += 1
         self._append_observation(traj, segment[kept_chars:tag_at] + protocol.query_open)
         traj.forced_spans.append((start, len(traj.completion_ids)))
         traj.query_opened = True
