@@ -145,3 +145,28 @@ def test_forced_searches_leave_rollouts_that_searched_enough_and_evaluation_alon
 def test_forced_searches_cannot_exceed_the_search_budget():
     with pytest.raises(ValueError, match="forced_searches"):
         RolloutConfig(max_searches=1, forced_searches=2)
+
+
+def test_train_forced_opener_trains_the_opener_and_keeps_the_reasoning_masked(tokenizer):
+    free = ["<search>Entity1</search>", "<think>so</think><answer>a</answer>"]
+    forced = ["<search>Entity1</search>", "<think>so</think><answer>a</answer>", " Entity2 </search>",
+              "<answer>b</answer>"]
+    (_, masked), _ = _forced_run(tokenizer, [free, forced], forced_searches=2)
+    (_, trained), _ = _forced_run(tokenizer, [free, forced], forced_searches=2, train_forced_opener=True)
+    assert trained.completion_ids == masked.completion_ids  # the same rollout; only the loss mask differs
+    (start, end), = masked.forced_spans
+    (t_start, reasoning_end), = trained.forced_spans
+    assert t_start == start and start < reasoning_end < end
+    assert tokenizer.decode(trained.completion_ids[start:reasoning_end]) == "<think>so</think"
+    assert trained.env_mask[start:reasoning_end] == [0] * (reasoning_end - start)  # the thought that led to answering
+    assert tokenizer.decode(trained.completion_ids[reasoning_end:end]) == "><search>"
+    assert trained.env_mask[reasoning_end:end] == [1] * (end - reasoning_end)  # the choice to search again
+    assert masked.env_mask[reasoning_end:end] == [0] * (end - reasoning_end)
+    differ = [i for i, (a, b) in enumerate(zip(masked.env_mask, trained.env_mask, strict=True)) if a != b]
+    assert differ == list(range(reasoning_end, end))
+
+
+def test_train_forced_opener_needs_forced_searches():
+    with pytest.raises(ValueError, match="train_forced_opener"):
+        RolloutConfig(train_forced_opener=True)
+    assert RolloutConfig(forced_searches=1, train_forced_opener=True).train_forced_opener

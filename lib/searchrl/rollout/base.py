@@ -56,6 +56,12 @@ class RolloutConfig:
     written, or put, on the way to a choice the model did not make. A group then holds rollouts that searched more
     beside rollouts that chose when to stop, and GRPO compares the two even once the policy's own search count has
     settled on one value (0: off; at most max_searches). Not from the papers."""
+    train_forced_opener: bool = False
+    """With forced_searches: train the query opener put on a forced rollout (mask 1; its reasoning stays masked), as
+    if the policy had chosen to search again there. The opener is the very choice the forced search tests, so its
+    advantage says per question whether searching again paid: where it did, the policy learns to open a search at
+    that point; where group mates that answered earlier did better, it learns not to. Off-policy by one appended
+    tag, whose probability under a cold start that searches again half the time is near a sampled token's."""
 
     def __post_init__(self) -> None:
         raise_problems("RolloutConfig", rollout_problems(self))
@@ -87,6 +93,10 @@ def rollout_problems(values: Any) -> list[tuple[str, str]]:
         message = (f"forced_searches ({forced}) must not exceed max_searches ({budget}): a rollout cannot be made "
                    "to search more often than it may")
         problems.append(("forced_searches", message))
+    if getattr(values, "train_forced_opener", False) is True and forced == 0:
+        message = ("train_forced_opener trains the opener that forced_searches puts on a rollout; set forced_searches "
+                   ">= 1 as well (it is 0, so nothing would be trained)")
+        problems.append(("train_forced_opener", message))
     top_p = values.top_p
     if isinstance(top_p, (int, float)) and not 0 < top_p <= 1:
         problems.append(("top_p", f"top_p must be in (0, 1], got {top_p!r}"))

@@ -15,7 +15,7 @@ retries gets a "search failed" notice in place of documents, counted (`Trajector
 With `forced_searches` > 0 and `explore=True` (the trainer's engine only), every other rollout that closes an
 answer too early is sent back to search: its turn is cut where the answer tag begins and the query opener is
 appended; the kept part of that turn and the opener are both masked as environment text (`Trajectory.forced`,
-logged as `search/forced_searches`).
+logged as `search/forced_searches`), unless `train_forced_opener` trains the opener.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class Trajectory:
     hit_length_budget: bool = False  # the token budget ended the rollout
     finish: str = ""  # "answer" (closed answer / other stop), "eos", "length"
     min_searches: int = 0  # searches to make before an answer is accepted (forced_searches, on forced rows)
-    forced_spans: list[tuple[int, int]] = field(default_factory=list)  # [start, end) of each cut turn + opener
+    forced_spans: list[tuple[int, int]] = field(default_factory=list)  # [start, end) of each forced, untrained span
     query_opened: bool = False  # the environment just appended the query opener: the next turn is the query itself
     done: bool = False
     budget: int = 256  # completion tokens allowed, sampled and appended together
@@ -202,8 +202,14 @@ class SearchRollout:
         # the forced search pays.
         start = len(traj.completion_ids)
         traj.append(ids[:keep], sampled=False)
+        reasoning_end = len(traj.completion_ids)
         self._append_observation(traj, segment[kept_chars:tag_at] + protocol.query_open)
-        traj.forced_spans.append((start, len(traj.completion_ids)))
+        if self.config.train_forced_opener:  # the choice itself is trained with this rollout's advantage
+            opened = len(traj.completion_ids)
+            traj.env_mask[reasoning_end:opened] = [1] * (opened - reasoning_end)
+            traj.forced_spans.append((start, reasoning_end))
+        else:
+            traj.forced_spans.append((start, len(traj.completion_ids)))
         traj.query_opened = True
         return True
 
