@@ -93,7 +93,7 @@ def rollout_problems(values: Any) -> list[tuple[str, str]]:
         message = (f"forced_searches ({forced}) must not exceed max_searches ({budget}): a rollout cannot be made "
                    "to search more often than it may")
         problems.append(("forced_searches", message))
-    if getattr(values, "train_forced_opener", False) is True and forced == 0:
+    if values.train_forced_opener is True and forced == 0:
         message = ("train_forced_opener trains the opener that forced_searches puts on a rollout; set forced_searches "
                    ">= 1 as well (it is 0, so nothing would be trained)")
         problems.append(("train_forced_opener", message))
