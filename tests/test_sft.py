@@ -11,7 +11,7 @@ import torch
 from fakes import FakeRetriever, MiniProtocol, ScriptedGenerator
 from searchrl.data.schema import make_row
 from searchrl.data.synthetic import make_world
-from searchrl.data.synthetic.trajectories import hop_plan, templated_trajectories
+from searchrl.data.synthetic.trajectories import Hop, hop_plan, plan_sentence, templated_trajectories
 from searchrl.models import tiny_test_policy
 from searchrl.protocols import get_protocol
 from searchrl.retrieval import BM25Retriever
@@ -84,6 +84,28 @@ def test_templated_wording_follows_the_seed(world, bm25):
     # Wording also depends only on the row, not on which other rows come with it.
     assert _text(templated_trajectories(rows[3:4], SEARCH_R1, bm25, seed=0)[0]) == _text(
         next(i for i in first if i["id"] == rows[3]["id"]))
+
+
+def test_plan_counts_the_facts_and_names_chained_subjects_by_relation():
+    assert plan_sentence([Hop("Bromu", "capital", "X")]) == "This needs one fact: the capital of Bromu."
+    chain = [Hop("Ada Lin", "mother", "Eva Lin"), Hop("Eva Lin", "father", "Tom Lin")]
+    assert plan_sentence(chain) == "This needs two facts: the mother of Ada Lin, then the father of that mother."
+    pair = [Hop("A", "birth_year", "1900"), Hop("B", "birth_year", "1901")]  # comparison: two separate subjects
+    assert plan_sentence(pair) == "This needs two facts: the birth year of A, then the birth year of B."
+
+
+def test_plan_replaces_only_the_first_thought(world, bm25):
+    rows = world.questions("train", "inference") + world.questions("train", "single_hop")
+    plain = templated_trajectories(rows, SEARCH_R1, bm25, seed=0)
+    planned = templated_trajectories(rows, SEARCH_R1, bm25, seed=0, plan=True)
+    assert [i["id"] for i in plain] == [i["id"] for i in planned]
+    for a, b in zip(plain, planned, strict=True):
+        first_a, rest_a = _text(a).split("</think>", 1)
+        first_b, rest_b = _text(b).split("</think>", 1)
+        assert rest_a == rest_b and first_a != first_b
+        count = "two facts" if b["qtype"] == "inference" else "one fact"
+        assert first_b.strip() == f"<think> {plan_sentence(hop_plan(next(r for r in rows if r['id'] == b['id'])))}"
+        assert count in first_b
 
 
 def test_rows_whose_answer_is_not_retrieved_are_skipped(world, bm25):

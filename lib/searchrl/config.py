@@ -170,6 +170,10 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     """Question types used for the cold-start examples."""
     sft_epochs: float = 1.0
     """Epochs of cold-start training."""
+    sft_plan_thought: bool = False
+    """Demonstrations open with a plan that counts the question's facts ("This needs two facts: the mother of X,
+    then the father of that mother.") instead of naming only the first, so the choice of how many searches is made
+    right after the question (data/synthetic/trajectories.py `plan_sentence`). Synthetic world only."""
     sft_learning_rate: float = 5e-5
     """Learning rate of cold-start training."""
     sft_group_by_length: bool = False

@@ -134,7 +134,8 @@ class Experiment:
 
         cfg = self.cfg
         report = answer_budget(self.train_rows, self.protocol, self.retriever, rollout=cfg.rollout_config(),
-                               tokenizer=self.tokenizer, chat=cfg.chat_prompt, seed=cfg.seed)
+                               tokenizer=self.tokenizer, chat=cfg.chat_prompt, seed=cfg.seed,
+                               plan=cfg.sft_plan_thought)
         for line in budget_problems(report, cfg.max_completion_tokens, what="RL training questions"):
             warnings.warn(line, stacklevel=2)
         return report
@@ -217,7 +218,8 @@ class Experiment:
         rows = balanced_take(self.train_rows if cfg.dataset != "synthetic" else self.world.splits["train"],
                              cfg.sft_examples * 2, cfg.sft_question_types or None, cfg.seed + 2)
         items = templated_trajectories(rows, self.protocol, self.retriever, rollout=cfg.rollout_config(),
-                                       tokenizer=self.tokenizer, chat=cfg.chat_prompt, seed=cfg.seed)
+                                       tokenizer=self.tokenizer, chat=cfg.chat_prompt, seed=cfg.seed,
+                                       plan=cfg.sft_plan_thought)
         items = items[: cfg.sft_examples]
         if cfg.dataset == "synthetic" and cfg.sft_fact_repeats:
             # R1-Searcher++'s internal knowledge, made: the internal facts are taught as short statements (inside

@@ -28,7 +28,7 @@ def completion_tokens(item: Mapping, tokenizer) -> int:
 
 
 def answer_budget(rows: Sequence[Mapping], protocol, retriever, *, rollout, tokenizer, chat: bool = True,
-                  seed: int = 0) -> dict[str, dict[str, Any]]:
+                  seed: int = 0, plan: bool = False) -> dict[str, dict[str, Any]]:
     """Per question type: how many tokens the written (templated) correct trajectory needs, against `rollout`'s
     `max_completion_tokens`. Rows that cannot be written (more searches than `max_searches`, or a hop's fact not
     retrieved) are counted as `unwritable`: no rollout within the budget can answer them from the documents.
@@ -43,7 +43,7 @@ def answer_budget(rows: Sequence[Mapping], protocol, retriever, *, rollout, toke
     for qtype, group in sorted(by_type.items()):
         try:
             items = templated_trajectories(group, protocol, retriever, rollout=rollout, tokenizer=tokenizer,
-                                           chat=chat, seed=seed)
+                                           chat=chat, seed=seed, plan=plan)
         except ValueError:  # none of the group could be written
             items = []
         row = items_budget(items, tokenizer, rollout.max_completion_tokens).get(qtype) or _lengths_row([], 0)

@@ -17,6 +17,7 @@ search every hop, as before. `fact_statement_items` writes the plain statements 
 
 from __future__ import annotations
 
+import itertools
 import logging
 import random
 import re
@@ -139,6 +140,25 @@ def _conclusion(row: Mapping, hops: list[Hop], gold: str) -> str:
     return "So the answer is {answer}."
 
 
+COUNT_WORDS = ("no", "one", "two", "three", "four", "five", "six")
+
+
+def plan_sentence(hops: Sequence[Hop]) -> str:
+    """The question's facts in reading order, counted first: "This needs two facts: the mother of X, then the father
+    of that mother." A later hop about an earlier hop's answer names it by that hop's relation.
+
+    Why a plan: whether to search again after the first documents is the judgement RL is asked to learn, and at that
+    point it rests on comparing the fact just read with the question. Stated at the start, right after the
+    question, the count is a choice about the question alone, and searching again later only has to follow it.
+    """
+    parts = [f"the {RELATION_NOUNS[hops[0].key]} of {hops[0].subject}"]
+    for before, hop in itertools.pairwise(hops):
+        whose = f"that {RELATION_NOUNS[before.key]}" if hop.subject == before.answer else hop.subject
+        parts.append(f"then the {RELATION_NOUNS[hop.key]} of {whose}")
+    count = COUNT_WORDS[len(hops)] if len(hops) < len(COUNT_WORDS) else str(len(hops))
+    return f"This needs {count} fact{'s' if len(hops) != 1 else ''}: {', '.join(parts)}."
+
+
 def _mentions(text: str, phrase: str) -> bool:
     """Whether `phrase` occurs in `text` as whole words, ignoring case."""
     return re.search(rf"(?<!\w){re.escape(phrase.lower())}(?!\w)", text.lower()) is not None
@@ -162,6 +182,7 @@ def templated_trajectories(
     tokenizer=None,
     chat: bool = True,
     seed: int = 0,
+    plan: bool = False,
 ) -> list[dict[str, Any]]:
     """Cold-start trajectories in `protocol`'s format (a `SearchProtocol`), one per usable synthetic-world row.
 
@@ -174,7 +195,8 @@ def templated_trajectories(
     states a searched hop's fact (names both its subject and its answer). With a protocol that has internal-answer
     tags, the hops a row labels internal (`hop_knowledge`, from a world with a knowledge split) are recalled in an
     internal-answer span holding `fact_sentence(hop)` instead of searched; they count against no budget and need no
-    documents.
+    documents. With `plan`, the first thought states how many facts the question needs and which (`plan_sentence`)
+    instead of naming only the first one; the rest of the wording is unchanged.
     """
     top_k = rollout.top_k if rollout is not None else 3
     max_searches = rollout.max_searches if rollout is not None else None
@@ -215,6 +237,8 @@ def templated_trajectories(
             # The thought is drawn before the reading of the previous hop: the order the wording has always used.
             thoughts = FIRST_THOUGHTS if i == 0 else NEXT_THOUGHTS
             thought = rng.choice(thoughts if i in found else RECALL_THOUGHTS).format(noun=noun, s=hop.subject)
+            if plan and i == 0:  # drawn above all the same, so the rest of the wording does not move with `plan`
+                thought = plan_sentence(hops)
             if previous is not None:
                 thought = _reading(rng, previous) + " " + thought
             if i in found:
