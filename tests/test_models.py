@@ -23,6 +23,13 @@ def test_unknown_model_name_names_the_choices():
         models.load_policy("smollm-135")
 
 
+def test_a_missing_local_folder_is_named_not_taken_for_a_hub_id(tmp_path):
+    for path in (str(tmp_path / "run" / "checkpoint-8"), "outputs/quickstart/run/checkpoints/rl/checkpoint-8"):
+        with pytest.raises(FileNotFoundError, match="No model folder"):
+            models.policy_path(path)
+    assert models.policy_path("org/name") == "org/name"  # a hub id still passes through
+
+
 def test_missing_bundled_package_says_how_to_install(monkeypatch, tmp_path):
     monkeypatch.setenv(models.CACHE_ENV, str(tmp_path))  # nothing cached, so the package is needed
     real = importlib.util.find_spec

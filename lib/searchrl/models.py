@@ -186,7 +186,14 @@ def policy_path(name_or_path: str = DEFAULT_POLICY) -> str:
         return str(bundled_model_path(name_or_path))
     if name_or_path in TINY_POLICIES:
         return str(_tiny_policy_path(name_or_path))
-    if Path(name_or_path).exists() or "/" in name_or_path:
+    if Path(name_or_path).exists():
+        return name_or_path
+    # A hub id is exactly "org/name"; more slashes, or a leading "/", "." or "~", can only mean a local folder, and
+    # transformers would report a missing one as a malformed repo id.
+    if name_or_path.count("/") > 1 or name_or_path.startswith(("/", ".", "~")):
+        raise FileNotFoundError(f"No model folder at {name_or_path!r}: check the path (an RL run keeps only its two "
+                                "newest checkpoint-N folders) or give a bundled name or a hub id 'org/name'.")
+    if "/" in name_or_path:
         return name_or_path
     known = ", ".join(sorted([*BUNDLED, *TINY_POLICIES]))
     raise ValueError(
