@@ -50,16 +50,15 @@ def decision_contexts(exp: Experiment, types: list[str], at: str = "reading") ->
     rows = [r for r in exp.eval_rows if r["metadata"].get("type") in types]
     items = templated_trajectories(rows, exp.protocol, exp.retriever, rollout=exp.cfg.rollout_config(),
                                    tokenizer=exp.tokenizer, chat=exp.cfg.chat_prompt, seed=exp.cfg.seed)
+    if at == "plan":  # the same opening after every question, in the protocol's own thought tags
+        thought = exp.protocol.render_thought(PLAN_OPENING, first=True)
+        opening = thought[:thought.index(PLAN_OPENING) + len(PLAN_OPENING)]
+        return [{"id": item["id"], "qtype": item["qtype"], "hops": item["hops"], "prompt_chars": len(item["prompt"]),
+                 "context": item["prompt"] + opening} for item in items]
     by_id = {r["id"]: r for r in rows}
     out = []
     for item in items:
         text = "".join(part for part, _ in item["segments"])
-        if at == "plan":
-            thought = exp.protocol.render_thought(PLAN_OPENING, first=True)  # the protocol's own thought tags
-            opening = thought[:thought.index(PLAN_OPENING) + len(PLAN_OPENING)]
-            out.append({"id": item["id"], "qtype": item["qtype"], "hops": item["hops"],
-                        "prompt_chars": len(item["prompt"]), "context": item["prompt"] + opening})
-            continue
         first = hop_plan(by_id[item["id"]])[0]
         after_docs = text.find(exp.protocol.obs_close)  # the reading comes after the first documents
         reading = f"of {first.subject} is {first.answer}."
@@ -95,10 +94,9 @@ def decision_odds(model, tokenizer, contexts: list[dict], at: str = "reading") -
 
 
 def summary(frame: pd.DataFrame) -> pd.DataFrame:
-    table = frame.groupby("qtype").agg(questions=("id", "size"), log_odds_search=("log_odds_search", "mean"),
-                                       search_likelier=("log_odds_search", lambda x: float((x > 0).mean())),
-                                       mass=("mass", "mean"))
-    return table
+    return frame.groupby("qtype").agg(questions=("id", "size"), log_odds_search=("log_odds_search", "mean"),
+                                      search_likelier=("log_odds_search", lambda x: float((x > 0).mean())),
+                                      mass=("mass", "mean"))
 
 
 def main() -> None:
