@@ -19,10 +19,12 @@ def varied_reward(prompts, completions, **kwargs):
     return [float(len(c) % 7) for c in completions]
 
 
-def one_step(tmp_path, policy_path, tokenizer, loss_type: str, micro: int) -> tuple[dict, dict]:
+def one_step(tmp_path, policy_path, tokenizer, loss_type: str, micro: int, grouped: bool = True,
+             seen: list | None = None) -> tuple[dict, dict]:
     cfg = RunConfig(prompts_per_step=1, num_generations=4, micro_batch_size=micro, loss_type=loss_type, rl_steps=1,
-                    learning_rate=1e-3, save_steps=100, device="cpu", max_completion_tokens=96, health_action="off")
-    args = grpo_args(cfg, tmp_path / f"{loss_type}-{micro}")
+                    learning_rate=1e-3, save_steps=100, device="cpu", max_completion_tokens=96, health_action="off",
+                    length_grouped_micro_batches=grouped)
+    args = grpo_args(cfg, tmp_path / f"{loss_type}-{micro}-{grouped}")
     args.save_strategy = "no"
     rows = [{"id": "q0", "question": "When was Entity1 founded?", "golden_answers": ["1901"], "metadata": {}}]
     protocol = MiniProtocol()
@@ -31,6 +33,14 @@ def one_step(tmp_path, policy_path, tokenizer, loss_type: str, micro: int) -> tu
                                 protocol=protocol, processing_class=tokenizer)
     trainer._engine = SearchRollout(protocol, trainer.retriever, tokenizer, ScriptedGenerator(tokenizer, SCRIPTS),
                                     RolloutConfig(max_completion_tokens=96))
+    if seen is not None:  # records the width of every micro-batch the loss sees
+        loss = trainer.compute_loss
+
+        def recording(model, inputs, *args, **kwargs):
+            seen.append((inputs["prompt_ids"].size(1), inputs["completion_ids"].size(1)))
+            return loss(model, inputs, *args, **kwargs)
+
+        trainer.compute_loss = recording
     trainer.train()
     logged = next(entry for entry in trainer.state.log_history if "loss" in entry)
     return logged, {k: v.detach().clone() for k, v in trainer.model.named_parameters()}
@@ -48,6 +58,21 @@ def test_a_step_in_micro_batches_makes_the_same_update(tmp_path, tiny_policy_pat
     for name, weight in whole_weights.items():
         # Adam moves each weight by about lr = 1e-3; float summation order alone moves a few by ~1e-6.
         torch.testing.assert_close(split_weights[name], weight, rtol=1e-4, atol=2e-5)
+
+
+@pytest.mark.parametrize("loss_type", ["dapo", "bnpo"])
+def test_length_grouped_micro_batches_make_the_same_update_with_fewer_columns(tmp_path, tiny_policy_path, tokenizer,
+                                                                              loss_type):
+    widths_trl, widths_grouped = [], []
+    trl, trl_weights = one_step(tmp_path, tiny_policy_path, tokenizer, loss_type, 2, grouped=False, seen=widths_trl)
+    grouped, grouped_weights = one_step(tmp_path, tiny_policy_path, tokenizer, loss_type, 2, seen=widths_grouped)
+    assert len(widths_trl) == len(widths_grouped) == 2
+    # TRL's micro-batches all carry the step's full width; grouped, the short rollouts go without its padding.
+    assert len(set(widths_trl)) == 1
+    assert sum(map(sum, widths_grouped)) < sum(map(sum, widths_trl))
+    assert grouped["grad_norm"] == pytest.approx(trl["grad_norm"], rel=1e-4)
+    for name, weight in trl_weights.items():
+        torch.testing.assert_close(grouped_weights[name], weight, rtol=1e-4, atol=2e-5)
 
 
 def test_micro_batches_map_to_trl_arguments_and_a_size_that_does_not_divide_the_step_fails(tmp_path):

@@ -205,6 +205,11 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     once. A smaller value splits each step into micro-batches whose gradients are summed before the one optimizer
     step: the same update with less peak memory (an RL step of 8 rollouts of up to 512 tokens peaks near 14 GB on a
     CPU without it). Must divide prompts_per_step x num_generations."""
+    length_grouped_micro_batches: bool = True
+    """With micro_batch_size, cut each step's rollouts into micro-batches of similar length and drop the columns
+    that are padding in all their rows, instead of TRL's shuffled micro-batches that each carry the padding of the
+    step's longest rollout. The same update (bnpo, which normalises per micro-batch, keeps TRL's order and only
+    loses the padding) in less time; false: TRL's micro-batches exactly (benchmarks/step_split.py compares)."""
     beta: float = 0.0
     """KL penalty coefficient against the reference model; 0: no reference model."""
     loss_type: str = "dapo"

@@ -31,6 +31,7 @@ from searchrl.trainer.across_processes import mean_over_processes
 from searchrl.trainer.advantages import ADVANTAGE_ESTIMATORS, AdvantageInputs, gae_advantages
 from searchrl.trainer.dynamic_sampling import concat_batches, informative_groups, take_rows
 from searchrl.trainer.health import garble_metrics
+from searchrl.trainer.length_groups import length_grouped
 from searchrl.trainer.memorization import (
     MemorizationConfig,
     Memorizer,
@@ -95,6 +96,10 @@ class SearchGRPOConfig(GRPOConfig):
     dynamic_sampling_max_draws: int = field(
         default=3, metadata={"help": "dynamic_sampling: extra batches drawn at most per step; what is still "
                                      "missing then is filled with zero-variance groups, masked out."})
+    length_grouped_micro_batches: bool = field(
+        default=True, metadata={"help": "Cut each step's rollouts into micro-batches of similar length and drop "
+                                        "their all-padding columns (searchrl.trainer.length_groups); the same "
+                                        "update in less time."})
     prompt_selection: str = field(
         default="uniform", metadata={"help": "uniform (TRL's shuffled order) or informative: draw questions by how "
                                              "often their type gave informative groups so far "
@@ -295,6 +300,17 @@ class SearchGRPOTrainer(GRPOTrainer):
         if self.memorizer is not None:
             self._prepare_memorization()
         return output
+
+    def _prepare_inputs(self, generation_batch):
+        # Override (private in trl 1.16, pinned): TRL cuts each generation batch into micro-batches that all keep
+        # the padding of the step's longest rollout, and has no option to group by length for GRPO. When it has
+        # just cut a new batch, recut it by length and drop the all-padding columns (same update, less compute).
+        before = self._buffered_inputs
+        inputs = super()._prepare_inputs(generation_batch)
+        if self.model.training and self.args.length_grouped_micro_batches and self._buffered_inputs is not before:
+            self._buffered_inputs = length_grouped(self._buffered_inputs, self.loss_type)
+            inputs = self._buffered_inputs[self._step % self.args.steps_per_generation]
+        return inputs
 
     # ---- R1-Searcher++ memorization (searchrl.trainer.memorization) -------------------------------------------
 
