@@ -1,4 +1,5 @@
-"""Difficulty-aware prompt selection from the rollouts already made (prompt_selection: informative)."""
+"""Which questions each step draws: difficulty-aware selection from the rollouts already made (prompt_selection:
+informative) and equal shares of the question types in every step (stratified)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import torch
 
 from fakes import FakeRetriever, MiniProtocol
 from searchrl.trainer import SearchGRPOConfig, SearchGRPOTrainer, prompt_dataset
-from searchrl.trainer.prompt_selection import RECHECK_WEIGHT, InformativeSampler, SelectionRecord
+from searchrl.trainer.prompt_selection import RECHECK_WEIGHT, InformativeSampler, SelectionRecord, StratifiedSampler
 
 
 def test_weights_are_the_smoothed_informative_share_of_the_type_and_lower_for_a_question_last_uninformative():
@@ -112,3 +113,44 @@ def test_uniform_selection_keeps_trls_sampler(tmp_path, tiny_policy_path, tokeni
                                 train_dataset=data, retriever=FakeRetriever(), protocol=protocol,
                                 processing_class=tokenizer)
     assert isinstance(trainer._get_train_sampler(), RepeatSampler)
+
+
+def test_stratified_batches_hold_the_types_in_equal_shares_and_each_question_once_an_epoch():
+    qtypes = ["bridge"] * 5 + ["inference"] * 5 + ["single_hop"] * 5
+    sampler = StratifiedSampler(qtypes, mini_repeat_count=2, batch_size=3, repeat_count=2, seed=0)
+    indices = list(sampler)
+    assert len(indices) == len(sampler) == 5 * 3 * 2 * 2
+    batches = [indices[i:i + 12] for i in range(0, len(indices), 12)]  # 3 questions x 2 rollouts x 2 windows
+    seen = []
+    for batch in batches:
+        questions = batch[::2][:3]
+        assert batch == [q for q in questions for _ in range(2)] * 2  # TRL's layout: repeats, then windows
+        assert sorted(qtypes[q] for q in questions) == ["bridge", "inference", "single_hop"]
+        seen += questions
+    assert sorted(seen) == list(range(15))
+    again = list(sampler)  # the next epoch is shuffled anew, with the same shares
+    assert again != indices and sorted(again) == sorted(indices)
+    assert list(StratifiedSampler(qtypes, mini_repeat_count=2, batch_size=3, repeat_count=2, seed=0)) == indices
+
+
+def test_the_trainer_uses_the_stratified_sampler_and_each_step_draws_every_type(tmp_path, tiny_policy_path,
+                                                                                tokenizer):
+    rows = [{"id": f"{t}{i}", "question": f"Question {t} {i}?", "golden_answers": ["x"], "metadata": {"type": t}}
+            for t in ("flat", "varied") for i in range(6)]
+    protocol = MiniProtocol()
+    args = SearchGRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=2,
+                            max_completion_length=8, use_cpu=True, report_to="none", max_steps=3,
+                            save_strategy="no", prompt_selection="stratified", seed=3)
+    drawn = []
+
+    def reward_recording(prompts, completions, qtype, **kwargs):
+        drawn.append(sorted(set(qtype)))
+        return reward_by_type(prompts, completions, qtype)
+
+    trainer = SearchGRPOTrainer(model=str(tiny_policy_path), reward_funcs=[reward_recording], args=args,
+                                train_dataset=prompt_dataset(rows, protocol, tokenizer), retriever=FakeRetriever(),
+                                protocol=protocol, processing_class=tokenizer)
+    assert isinstance(trainer._get_train_sampler(), StratifiedSampler)
+    trainer.train()
+    assert drawn == [["flat", "varied"]] * 3
+    assert trainer.selection.by_type == {}  # no informative record is kept or saved

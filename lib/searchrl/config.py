@@ -241,8 +241,10 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     prompt_selection: str = "uniform"
     """Which training questions each step draws: uniform (TRL's shuffled order) or informative, difficulty-aware
     selection from the rollouts already made (R1-Searcher 2.1, online): question types whose groups were informative
-    (rewards differed) are drawn more, and a question whose last group was not is drawn less. Also steers
-    dynamic_sampling's extra draws. No extra generation."""
+    (rewards differed) are drawn more, and a question whose last group was not is drawn less (also steers
+    dynamic_sampling's extra draws); or stratified: every step holds the question types in equal shares (with as
+    many prompts_per_step as types, one of each), so the training reward follows the policy rather than the mix of
+    types a step happened to draw. No extra generation."""
     balance_question_types: bool = False
     """Sample training questions so that each question type is equally frequent."""
     logging_steps: int = 1

@@ -16,6 +16,11 @@ that record.
 num_generations times, each generation batch repeated for its accumulation windows), drawing each batch's
 questions by these weights when the batch is needed. Every process draws from the same seed and the same record
 (built from the gathered batch), so all processes draw the same questions.
+
+`StratifiedSampler` ("stratified") keeps the same layout and takes the question types in turn, so every batch
+holds them in equal shares (as equal as its size allows). With a handful of questions per step, TRL's shuffled
+order gives one step three inference questions and the next none: the mean training reward then swings with the
+mix of types drawn, not with what the policy learned, and the advantages of one type dominate a step.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from pathlib import Path
 import torch
 from torch.utils.data import Sampler
 
-PROMPT_SELECTIONS = ("uniform", "informative")
+PROMPT_SELECTIONS = ("uniform", "informative", "stratified")
 RECHECK_WEIGHT = 0.25  # a question last seen uninformative is drawn at a quarter of its type's weight
 STATE_FILE = "prompt_selection.json"
 
@@ -107,4 +112,40 @@ class InformativeSampler(Sampler[int]):
                     yield from [index] * self.mini_repeat_count
 
 
-__all__ = ["PROMPT_SELECTIONS", "RECHECK_WEIGHT", "InformativeSampler", "SelectionRecord"]
+class StratifiedSampler(Sampler[int]):
+    """TRL's RepeatSampler layout, with the questions taken from each type in turn (shuffled within each type by
+    `seed`, anew each epoch), so consecutive batches hold the types in equal shares until a type runs out.
+    Balanced types (`balance_question_types`) run out together."""
+
+    def __init__(self, qtypes: Sequence[str], *, mini_repeat_count: int, batch_size: int, repeat_count: int,
+                 seed: int) -> None:
+        self.qtypes = [str(q) for q in qtypes]
+        self.mini_repeat_count, self.batch_size, self.repeat_count = mini_repeat_count, batch_size, repeat_count
+        self.generator = torch.Generator().manual_seed(seed)  # one stream: each epoch shuffles anew
+
+    def order(self) -> list[int]:
+        """The next epoch's question indices: one of each type in turn (types in sorted order), until all are used."""
+        generator = self.generator
+        by_type: dict[str, list[int]] = {}
+        for index, qtype in enumerate(self.qtypes):
+            by_type.setdefault(qtype, []).append(index)
+        queues = [[members[i] for i in torch.randperm(len(members), generator=generator).tolist()]
+                  for _, members in sorted(by_type.items())]
+        out = []
+        while any(queues):
+            out += [queue.pop() for queue in queues if queue]
+        return out
+
+    def __len__(self) -> int:
+        return (len(self.qtypes) // self.batch_size) * self.batch_size * self.mini_repeat_count * self.repeat_count
+
+    def __iter__(self) -> Iterator[int]:
+        order = self.order()
+        for start in range(0, len(order) // self.batch_size * self.batch_size, self.batch_size):
+            chunk = order[start:start + self.batch_size]
+            for _ in range(self.repeat_count):
+                for index in chunk:
+                    yield from [index] * self.mini_repeat_count
+
+
+__all__ = ["PROMPT_SELECTIONS", "RECHECK_WEIGHT", "InformativeSampler", "SelectionRecord", "StratifiedSampler"]

@@ -42,7 +42,12 @@ from searchrl.trainer.memorization import (
     retrieved_documents,
     split_round_robin,
 )
-from searchrl.trainer.prompt_selection import PROMPT_SELECTIONS, InformativeSampler, SelectionRecord
+from searchrl.trainer.prompt_selection import (
+    PROMPT_SELECTIONS,
+    InformativeSampler,
+    SelectionRecord,
+    StratifiedSampler,
+)
 from searchrl.trainer.search_payoff import advantage_by_searches
 from searchrl.trainer.value import Critic, critic_from_policy, explained_variance, masked_mean
 
@@ -101,8 +106,9 @@ class SearchGRPOConfig(GRPOConfig):
                                         "their all-padding columns (searchrl.trainer.length_groups); the same "
                                         "update in less time."})
     prompt_selection: str = field(
-        default="uniform", metadata={"help": "uniform (TRL's shuffled order) or informative: draw questions by how "
-                                             "often their type gave informative groups so far "
+        default="uniform", metadata={"help": "uniform (TRL's shuffled order); informative: draw questions by how "
+                                             "often their type gave informative groups so far; stratified: the "
+                                             "types in equal shares in every batch "
                                              "(searchrl.trainer.prompt_selection)."})
 
     def __post_init__(self):
@@ -185,11 +191,16 @@ class SearchGRPOTrainer(GRPOTrainer):
             self._rewriter = None
 
     def _get_train_sampler(self, dataset=None):
-        # Override only for prompt_selection "informative": TRL's RepeatSampler fixes the order at the start of an
-        # epoch, and this sampler needs to choose each batch's questions from the rollouts scored so far.
+        # Override only for prompt_selection "informative" and "stratified": TRL's RepeatSampler shuffles all
+        # questions alike, and these choose each batch's questions from the rollouts scored so far, or by type.
         if self.args.prompt_selection == "uniform":
             return super()._get_train_sampler(dataset)
         dataset = self.train_dataset if dataset is None else dataset
+        if self.args.prompt_selection == "stratified":
+            return StratifiedSampler(
+                dataset["qtype"], mini_repeat_count=self.num_generations,
+                batch_size=self.args.generation_batch_size // self.num_generations,
+                repeat_count=self.num_iterations * self.args.steps_per_generation, seed=self.args.seed)
         return InformativeSampler(
             dataset["id"], dataset["qtype"], self.selection, mini_repeat_count=self.num_generations,
             batch_size=self.args.generation_batch_size // self.num_generations,
@@ -414,7 +425,7 @@ class SearchGRPOTrainer(GRPOTrainer):
         # The gathered batch's (id, qtype) rows, in the order of the gathered rewards; one collective for both uses.
         rows = gather_object([(str(row.get("id", "")), str(row.get("qtype", "unknown"))) for row in inputs])
         self._log_reward_by_searches([qtype for _, qtype in rows], rewards, mode)
-        if mode == "train" and self.args.prompt_selection != "uniform":
+        if mode == "train" and self.args.prompt_selection == "informative":
             self._record_selection(rows, rewards)
         if self.args.advantage_estimator == "grpo" and not self.args.drop_zero_variance:
             return output, rewards
@@ -493,7 +504,7 @@ class SearchGRPOTrainer(GRPOTrainer):
                 raise OSError(errno.ENOSPC, f"cannot save {os.path.basename(folder)}: {problem}")
         if self.critic is not None and self.args.should_save:
             self.critic.save(os.path.join(folder, "critic"), optimizer=not self.args.save_only_model)
-        if self.args.prompt_selection != "uniform" and self.args.should_save:
+        if self.args.prompt_selection == "informative" and self.args.should_save:
             os.makedirs(folder, exist_ok=True)
             self.selection.save(folder)
         super()._save_checkpoint(model, trial)
@@ -515,7 +526,7 @@ class SearchGRPOTrainer(GRPOTrainer):
         # Override: the one resume hook that every setup (single process, DDP, DeepSpeed, FSDP) calls with the
         # checkpoint folder, after the optimizer exists; the critic's weights and optimizer come back here.
         super()._load_optimizer_and_scheduler(checkpoint)
-        if checkpoint is not None and self.args.prompt_selection != "uniform" and not self.selection.load(checkpoint):
+        if checkpoint is not None and self.args.prompt_selection == "informative" and not self.selection.load(checkpoint):
             warnings.warn(f"{checkpoint} has no prompt-selection record: informative selection starts afresh")
         if self.critic is None or checkpoint is None:
             return
