@@ -13,6 +13,8 @@ The first step of each variant is a warm-up and is not counted.
     python benchmarks/step_split.py --policy outputs/quickstart/<run>/checkpoints/cold_start
     python benchmarks/step_split.py --variant baseline: --variant bf16:bf16=true --variant lora:use_peft=true,learning_rate=1e-4
     python benchmarks/step_split.py --tiny --steps 2        # random tiny model: checks the script in seconds
+A variant may name its own checkpoint (`policy=PATH`), for settings a checkpoint must be trained under (a prompt
+protocol: a policy searches only under the prompt of its cold start).
 Results are printed and saved to outputs/benchmarks/step_split-<time>.json.
 """
 
@@ -159,9 +161,12 @@ def main() -> None:
     results = []
     for text in args.variant or DEFAULT_VARIANTS:
         name, overrides = parse_variant(text)
+        own = overrides.pop("policy", None)
         cfg = base.replace(**overrides)
-        print(f"== {name}: {overrides or 'the params file as it is'}", flush=True)
-        results.append(measure(name, cfg, policy, args.steps, world, retriever, tokenizer))
+        print(f"== {name}: {overrides or 'the params file as it is'}" + (f", policy {own}" if own else ""), flush=True)
+        results.append(measure(name, cfg, policy_path(str(own)) if own else policy, args.steps, world, retriever,
+                               tokenizer))
+        results[-1]["policy"] = str(own or policy)
         print(json.dumps(results[-1]), flush=True)
 
     header = f"{'variant':<14}" + "".join(f"{p:>10}" for p in (*PARTS, "step")) + f"{'rollouts/min':>14}{'ratio':>7}"

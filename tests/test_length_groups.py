@@ -67,3 +67,10 @@ def test_trim_padding_keeps_a_batch_without_shared_padding_whole():
     trimmed = trim_padding(batch)
     for key in ("prompt_ids", "completion_ids", "tool_mask"):
         assert torch.equal(trimmed[key], batch[key])
+
+
+def test_a_micro_batch_of_empty_completions_keeps_one_column():
+    batch = rollout_batch([2, 3], [0, 0])
+    trimmed = trim_padding(batch)
+    assert trimmed["completion_ids"].size(1) == 1 and trimmed["completion_mask"].sum() == 0
+    assert trimmed["prompt_ids"].size(1) == 3

@@ -59,10 +59,12 @@ def trim_padding(batch: dict) -> dict:
     completion columns that are padding in every row (right-padded), in every per-token tensor of each side."""
     prompt_mask, completion_mask = batch["prompt_mask"], batch["completion_mask"]
     size, prompt_width, completion_width = prompt_mask.size(0), prompt_mask.size(1), completion_mask.size(1)
+    # At least one column of each side stays: TRL keeps the last `completion width` logits, and a width of 0 would
+    # ask the model for all of them (a micro-batch whose completions are all empty, or all masked).
     used = prompt_mask.any(dim=0).nonzero()
-    start = int(used[0]) if len(used) else prompt_width
+    start = min(int(used[0]) if len(used) else prompt_width, prompt_width - 1)
     used = completion_mask.any(dim=0).nonzero()
-    end = int(used[-1]) + 1 if len(used) else 0
+    end = max(int(used[-1]) + 1 if len(used) else 0, 1)
     out = {}
     for key, value in batch.items():
         two_d = torch.is_tensor(value) and value.dim() >= 2 and value.size(0) == size
