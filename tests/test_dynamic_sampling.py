@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 import torch
 
 from fakes import FakeRetriever, MiniProtocol
@@ -52,3 +53,7 @@ def test_a_zero_variance_group_is_replaced_by_an_informative_one(tmp_path, tiny_
     assert batch["num_items_in_batch"] == (batch["completion_mask"] * batch.get("tool_mask", 1)).sum()
     assert trainer._metrics["train"]["search/informative_group_frac"] == [1.0]
     assert trainer._metrics["train"]["search/dynamic_extra_draws"] == [1.0]
+    # TRL's reward averages both scored batches; the scheduled reward is the first batch's alone.
+    assert len(trainer._metrics["train"]["reward"]) == 2
+    assert trainer._metrics["train"]["search/scheduled_reward"] == [
+        pytest.approx(trainer._metrics["train"]["reward"][0])]

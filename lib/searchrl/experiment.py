@@ -407,8 +407,9 @@ class Experiment:
         for metric, trend in trends.items():
             print(f"{metric}: first quarter of steps {trend['first']:.3f}, last {trend['last']:.3f}, "
                   f"gain {trend['gain']:+.3f} ({trend['points']} points)")
+        scheduled = ("search/scheduled_reward",) if "search/scheduled_reward" in frame else ()  # dynamic sampling
         fig = training_curves({self.cfg.run_name or self.run_dir.name: frame},
-                              metrics=("reward", "completions/model_tokens", "search/searches_per_sample"))
+                              metrics=("reward", *scheduled, "completions/model_tokens", "search/searches_per_sample"))
         save_figure(fig, self.run_dir / "figures" / "training_curves.png")
         terms = [c for c in frame.columns if c.startswith("rewards/") and c.endswith("/mean")]
         if len(terms) > 1:  # each reward term on its own (R-Search's evidence reward, a format term, ...)
@@ -454,7 +455,8 @@ class Experiment:
         return self.run_dir
 
 
-CURVE_METRICS = ("reward", "search/searches_per_sample", "completions/model_tokens", "probe/f1", "probe/searches")
+CURVE_METRICS = ("reward", "search/scheduled_reward", "search/searches_per_sample", "completions/model_tokens",
+                 "probe/f1", "probe/searches")
 
 
 def curve_trends(frame: pd.DataFrame) -> dict[str, dict]:

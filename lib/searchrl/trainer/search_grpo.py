@@ -307,6 +307,10 @@ class SearchGRPOTrainer(GRPOTrainer):
         # the step's correct searched rollouts here, once they are scored.
         output, rewards = self._scored_batch(inputs)
         if self.args.dynamic_sampling and self.model.training:
+            # TRL's "reward" averages every batch scored in the step, and dynamic sampling's extra draws are random
+            # questions: this is the reward of the step's scheduled questions alone (stratified: the same type mix
+            # every step), the curve that follows the policy rather than the draws.
+            self._metrics["train"]["search/scheduled_reward"].append(rewards.mean().item())
             output = self._fill_with_informative_groups(inputs, output, rewards)
         if self.memorizer is not None:
             self._prepare_memorization()
