@@ -19,7 +19,7 @@ def varied_reward(prompts, completions, **kwargs):
     return [float(len(c) % 7) for c in completions]
 
 
-def one_step(tmp_path, policy_path, tokenizer, loss_type: str, micro: int, grouped: bool = True,
+def one_step(tmp_path, policy_path, tokenizer, loss_type: str, micro: int, grouped: bool = False,
              seen: list | None = None) -> tuple[dict, dict]:
     cfg = RunConfig(prompts_per_step=1, num_generations=4, micro_batch_size=micro, loss_type=loss_type, rl_steps=1,
                     learning_rate=1e-3, save_steps=100, device="cpu", max_completion_tokens=96, health_action="off",
@@ -65,7 +65,8 @@ def test_length_grouped_micro_batches_make_the_same_update_with_fewer_columns(tm
                                                                               loss_type):
     widths_trl, widths_grouped = [], []
     trl, trl_weights = one_step(tmp_path, tiny_policy_path, tokenizer, loss_type, 2, grouped=False, seen=widths_trl)
-    grouped, grouped_weights = one_step(tmp_path, tiny_policy_path, tokenizer, loss_type, 2, seen=widths_grouped)
+    grouped, grouped_weights = one_step(tmp_path, tiny_policy_path, tokenizer, loss_type, 2, grouped=True,
+                                        seen=widths_grouped)
     assert len(widths_trl) == len(widths_grouped) == 2
     # TRL's micro-batches all carry the step's full width; grouped, the short rollouts go without its padding.
     assert len(set(widths_trl)) == 1

@@ -205,11 +205,12 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     once. A smaller value splits each step into micro-batches whose gradients are summed before the one optimizer
     step: the same update with less peak memory (an RL step of 8 rollouts of up to 512 tokens peaks near 14 GB on a
     CPU without it). Must divide prompts_per_step x num_generations."""
-    length_grouped_micro_batches: bool = True
-    """With micro_batch_size, cut each step's rollouts into micro-batches of similar length and drop the columns
-    that are padding in all their rows, instead of TRL's shuffled micro-batches that each carry the padding of the
-    step's longest rollout. The same update (bnpo, which normalises per micro-batch, keeps TRL's order and only
-    loses the padding) in less time; false: TRL's micro-batches exactly (benchmarks/step_split.py compares)."""
+    length_grouped_micro_batches: bool = False
+    """Cut each step's rollouts into micro-batches of similar length and drop the columns that are padding in all
+    their rows, instead of TRL's shuffled micro-batches that each carry the padding of the step's longest rollout.
+    The same update (bnpo, which normalises per micro-batch, keeps TRL's order and only loses the padding); measured
+    1.05x on the forward and backward passes here (outputs/LOG.md, 2026-11-26). Off by default: under two processes
+    the logged entropy differed from the one-process run's (tests/test_distributed.py), not yet explained."""
     beta: float = 0.0
     """KL penalty coefficient against the reference model; 0: no reference model."""
     loss_type: str = "dapo"

@@ -102,9 +102,8 @@ class SearchGRPOConfig(GRPOConfig):
         default=3, metadata={"help": "dynamic_sampling: extra batches drawn at most per step; what is still "
                                      "missing then is filled with zero-variance groups, masked out."})
     length_grouped_micro_batches: bool = field(
-        default=True, metadata={"help": "Cut each step's rollouts into micro-batches of similar length and drop "
-                                        "their all-padding columns (searchrl.trainer.length_groups); the same "
-                                        "update in less time."})
+        default=False, metadata={"help": "Cut each step's rollouts into micro-batches of similar length and drop "
+                                         "their all-padding columns (searchrl.trainer.length_groups)."})
     prompt_selection: str = field(
         default="uniform", metadata={"help": "uniform (TRL's shuffled order); informative: draw questions by how "
                                              "often their type gave informative groups so far; stratified: the "
