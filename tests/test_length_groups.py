@@ -69,8 +69,10 @@ def test_trim_padding_keeps_a_batch_without_shared_padding_whole():
         assert torch.equal(trimmed[key], batch[key])
 
 
-def test_a_micro_batch_of_empty_completions_keeps_one_column():
+def test_a_micro_batch_of_empty_completions_keeps_two_columns():
+    # Not 0 (TRL would compute every logit) and not 1 (TRL reads a width of 1 as one value per sequence).
     batch = rollout_batch([2, 3], [0, 0])
     trimmed = trim_padding(batch)
-    assert trimmed["completion_ids"].size(1) == 1 and trimmed["completion_mask"].sum() == 0
+    assert trimmed["completion_ids"].size(1) == 2 and trimmed["completion_mask"].sum() == 0
+    assert trim_padding(rollout_batch([2, 3], [1, 1]))["completion_ids"].size(1) == 2
     assert trimmed["prompt_ids"].size(1) == 3

