@@ -19,23 +19,38 @@ def informative_groups(rewards: torch.Tensor, num_generations: int) -> torch.Ten
     return grouped.max(dim=1).values != grouped.min(dim=1).values
 
 
+def _per_sample(value, size: int) -> bool:
+    """Whether a batch entry holds one item per sample: a tensor or a list whose first dimension is `size`."""
+    return (torch.is_tensor(value) and value.dim() > 0 and value.size(0) == size) or (
+        isinstance(value, list) and len(value) == size)
+
+
 def take_rows(batch: dict, rows: torch.Tensor, size: int) -> dict:
-    """The batch restricted to `rows`: every tensor whose first dimension is the batch `size` is indexed; other
-    entries (scalars such as num_items_in_batch) are kept as they are, for the caller to recompute."""
-    return {k: v[rows] if torch.is_tensor(v) and v.dim() > 0 and v.size(0) == size else v for k, v in batch.items()}
+    """The batch restricted to `rows`: every tensor or list whose first dimension is the batch `size` is indexed;
+    other entries (scalars such as num_items_in_batch) are kept as they are, for the caller to recompute."""
+    out = {}
+    for key, value in batch.items():
+        if torch.is_tensor(value) and _per_sample(value, size):
+            value = value[rows]
+        elif _per_sample(value, size):
+            value = [value[i] for i in rows.tolist()]
+        out[key] = value
+    return out
 
 
 def concat_batches(batches: list[dict], size: int) -> dict:
     """Join per-sample batches along the batch dimension (`size`: the first batch's number of samples, which tells
-    per-sample tensors from the rest). 2-D tensors are padded to the widest: on the left for `prompt_*` keys (TRL
-    left-pads prompts), on the right otherwise; padding is 0, which is also a masked position."""
+    per-sample tensors and lists from the rest). 2-D tensors are padded to the widest: on the left for `prompt_*`
+    keys (TRL left-pads prompts), on the right otherwise; padding is 0, which is also a masked position."""
     out = {}
     for key, first in batches[0].items():
-        per_sample = torch.is_tensor(first) and first.dim() > 0 and first.size(0) == size
-        if not per_sample:
+        if not _per_sample(first, size):
             out[key] = first
             continue
         parts = [b[key] for b in batches]
+        if isinstance(first, list):
+            out[key] = [item for part in parts for item in part]
+            continue
         if first.dim() == 2:
             width = max(p.size(1) for p in parts)
             left = key.startswith("prompt_")

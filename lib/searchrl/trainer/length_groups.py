@@ -19,39 +19,10 @@ from __future__ import annotations
 
 import torch
 
+from searchrl.trainer.dynamic_sampling import concat_batches, take_rows
+
 # Loss types whose normaliser is the micro-batch's own token count: the grouping of rollouts would reweight them.
 PER_MICRO_BATCH_NORMALISED = ("bnpo",)
-
-
-def _per_sample(value, size: int) -> bool:
-    return (torch.is_tensor(value) and value.dim() > 0 and value.size(0) == size) or (
-        isinstance(value, list) and len(value) == size)
-
-
-def _join(parts: list[dict], size: int) -> dict:
-    """Micro-batches of `size` samples each (as TRL cut them: same widths) joined back into one batch."""
-    out = {}
-    for key, value in parts[0].items():
-        if torch.is_tensor(value) and _per_sample(value, size):
-            out[key] = torch.cat([p[key] for p in parts], dim=0)
-        elif _per_sample(value, size):
-            out[key] = [item for p in parts for item in p[key]]
-        else:
-            out[key] = value
-    return out
-
-
-def _take(batch: dict, rows: torch.Tensor, size: int) -> dict:
-    """The batch's per-sample entries (tensors and lists of `size` items) restricted to `rows`; others kept."""
-    out = {}
-    for key, value in batch.items():
-        if torch.is_tensor(value) and _per_sample(value, size):
-            out[key] = value[rows]
-        elif _per_sample(value, size):
-            out[key] = [value[i] for i in rows.tolist()]
-        else:
-            out[key] = value
-    return out
 
 
 def trim_padding(batch: dict) -> dict:
@@ -82,7 +53,7 @@ def length_grouped(micro_batches: list[dict], loss_type: str) -> list[dict]:
     parts of the same size, shortest rollouts first (unless `loss_type` normalises per micro-batch: then in the
     given order), each without its all-padding columns."""
     size = micro_batches[0]["prompt_mask"].size(0)
-    batch = _join(micro_batches, size)
+    batch = concat_batches(micro_batches, size)  # TRL cut them from one batch: equal widths, nothing padded
     total = batch["prompt_mask"].size(0)
     if loss_type in PER_MICRO_BATCH_NORMALISED:
         order = torch.arange(total)
@@ -92,7 +63,7 @@ def length_grouped(micro_batches: list[dict], loss_type: str) -> list[dict]:
     parts = []
     for i in range(len(micro_batches)):
         rows = order[i * size:(i + 1) * size]
-        parts.append(trim_padding(_take(batch, rows, total)))
+        parts.append(trim_padding(take_rows(batch, rows, total)))
     return parts
 
 

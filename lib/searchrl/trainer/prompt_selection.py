@@ -88,18 +88,35 @@ class SelectionRecord:
         return True
 
 
-class InformativeSampler(Sampler[int]):
+class _RepeatLayout(Sampler[int]):
+    """TRL's RepeatSampler index layout for `questions` questions an epoch, cut into batches of `batch_size`: each
+    question repeated `mini_repeat_count` times (its group), each batch repeated `repeat_count` times (its windows).
+    Subclasses choose the batches; `generator` (seeded by `seed`) is their one random stream."""
+
+    def __init__(self, questions: int, *, mini_repeat_count: int, batch_size: int, repeat_count: int,
+                 seed: int) -> None:
+        self.questions = questions
+        self.mini_repeat_count, self.batch_size, self.repeat_count = mini_repeat_count, batch_size, repeat_count
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def __len__(self) -> int:
+        return (self.questions // self.batch_size) * self.batch_size * self.mini_repeat_count * self.repeat_count
+
+    def _laid_out(self, chunk: list[int]) -> Iterator[int]:
+        for _ in range(self.repeat_count):
+            for index in chunk:
+                yield from [index] * self.mini_repeat_count
+
+
+class InformativeSampler(_RepeatLayout):
     """TRL's RepeatSampler layout, with each batch's `batch_size` questions drawn by the record's weights (without
     replacement within an epoch) at the moment the batch is needed."""
 
     def __init__(self, ids: Sequence[str], qtypes: Sequence[str], record: SelectionRecord, *,
                  mini_repeat_count: int, batch_size: int, repeat_count: int, seed: int) -> None:
+        super().__init__(len(ids), mini_repeat_count=mini_repeat_count, batch_size=batch_size,
+                         repeat_count=repeat_count, seed=seed)
         self.ids, self.qtypes, self.record = list(ids), list(qtypes), record
-        self.mini_repeat_count, self.batch_size, self.repeat_count = mini_repeat_count, batch_size, repeat_count
-        self.generator = torch.Generator().manual_seed(seed)
-
-    def __len__(self) -> int:
-        return (len(self.ids) // self.batch_size) * self.batch_size * self.mini_repeat_count * self.repeat_count
 
     def __iter__(self) -> Iterator[int]:
         unused = list(range(len(self.ids)))
@@ -107,45 +124,36 @@ class InformativeSampler(Sampler[int]):
             chunk = self.record.draw(self.ids, self.qtypes, unused, self.batch_size, self.generator)
             taken = set(chunk)
             unused = [i for i in unused if i not in taken]
-            for _ in range(self.repeat_count):
-                for index in chunk:
-                    yield from [index] * self.mini_repeat_count
+            yield from self._laid_out(chunk)
 
 
-class StratifiedSampler(Sampler[int]):
+class StratifiedSampler(_RepeatLayout):
     """TRL's RepeatSampler layout, with the questions taken from each type in turn (shuffled within each type by
-    `seed`, anew each epoch), so consecutive batches hold the types in equal shares until a type runs out.
-    Balanced types (`balance_question_types`) run out together."""
+    `seed`, anew each epoch: one generator stream), so consecutive batches hold the types in equal shares until a
+    type runs out. Balanced types (`balance_question_types`) run out together."""
 
     def __init__(self, qtypes: Sequence[str], *, mini_repeat_count: int, batch_size: int, repeat_count: int,
                  seed: int) -> None:
+        super().__init__(len(qtypes), mini_repeat_count=mini_repeat_count, batch_size=batch_size,
+                         repeat_count=repeat_count, seed=seed)
         self.qtypes = [str(q) for q in qtypes]
-        self.mini_repeat_count, self.batch_size, self.repeat_count = mini_repeat_count, batch_size, repeat_count
-        self.generator = torch.Generator().manual_seed(seed)  # one stream: each epoch shuffles anew
 
     def order(self) -> list[int]:
         """The next epoch's question indices: one of each type in turn (types in sorted order), until all are used."""
-        generator = self.generator
         by_type: dict[str, list[int]] = {}
         for index, qtype in enumerate(self.qtypes):
             by_type.setdefault(qtype, []).append(index)
-        queues = [[members[i] for i in torch.randperm(len(members), generator=generator).tolist()]
+        queues = [[members[i] for i in torch.randperm(len(members), generator=self.generator).tolist()]
                   for _, members in sorted(by_type.items())]
         out = []
         while any(queues):
             out += [queue.pop() for queue in queues if queue]
         return out
 
-    def __len__(self) -> int:
-        return (len(self.qtypes) // self.batch_size) * self.batch_size * self.mini_repeat_count * self.repeat_count
-
     def __iter__(self) -> Iterator[int]:
         order = self.order()
         for start in range(0, len(order) // self.batch_size * self.batch_size, self.batch_size):
-            chunk = order[start:start + self.batch_size]
-            for _ in range(self.repeat_count):
-                for index in chunk:
-                    yield from [index] * self.mini_repeat_count
+            yield from self._laid_out(order[start:start + self.batch_size])
 
 
 __all__ = ["PROMPT_SELECTIONS", "RECHECK_WEIGHT", "InformativeSampler", "SelectionRecord", "StratifiedSampler"]
