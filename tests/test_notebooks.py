@@ -15,7 +15,7 @@ from searchrl.runner import run_notebook
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 # Cells whose value is a figure from searchrl.plots (through Experiment.curves / Experiment.bars).
-PLOT_CALLS = ("exp.curves(", "exp.bars(")
+PLOT_CALLS = ("exp.curves(", "exp.bars(", "exp.type_table(")
 VIEWER_CALL = "exp.show_trajectories("
 RETRIEVED_MARK = 'class="retrieved"'  # how searchrl.evaluate.render_trajectory marks a retrieved span
 
@@ -58,6 +58,10 @@ def _check_quickstart(run_dir: Path) -> None:
     assert any(c.startswith("search/reward_at_") for c in history.columns)  # what each search count earned
     assert (run_dir / "figures" / "search_payoff.png").exists()
     assert (run_dir / "figures" / "eval_bars.png").exists()
+    rows = json.loads((run_dir / "eval" / "type_table.json").read_text())  # per type, cold start -> RL
+    overall = next(r for r in rows if r["qtype"] == "all")
+    assert overall["n"] == sum(r["n"] for r in rows[:rows.index(overall)])
+    assert (run_dir / "figures" / "type_changes.png").exists()
     _check_outputs(run_dir / "quickstart.ipynb")
 
 

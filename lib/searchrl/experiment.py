@@ -206,6 +206,26 @@ class Experiment:
         write_json(self.run_dir / "eval" / "table.json", table.reset_index().to_dict("records"))
         return table
 
+    def type_table(self, before: str = "after cold start", after: str = "after RL",
+                   no_search: str = "no search") -> pd.DataFrame | None:
+        """Per question type, `before` -> `after`: F1 with the paired interval of its change, searches, and (when
+        the no-search stage ran) whether a rise came without search being shown to help (`searchrl.type_table`);
+        saved as eval/type_table.json, drawn in figures/type_changes.png. None, with a note, when `before` or
+        `after` was not evaluated."""
+        from searchrl.plots import type_change_bars
+        from searchrl.type_table import type_table
+
+        missing = [s for s in (before, after) if s not in self.results]
+        if missing:
+            print(f"type table: stage(s) {', '.join(missing)} not evaluated in this run")
+            return None
+        table = type_table(self.results, before, after, no_search if no_search in self.results else None)
+        write_json(self.run_dir / "eval" / "type_table.json", table.reset_index().to_dict("records"))
+        fig = type_change_bars(table, title=f"{before} -> {after}")
+        save_figure(fig, self.run_dir / "figures" / "type_changes.png")
+        _show(fig)
+        return table
+
     # ---- cold start -------------------------------------------------------------------------------------------
 
     def cold_start_items(self) -> list:

@@ -18,7 +18,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-__all__ = ["ReportFigure", "ema", "eval_bars", "per_type_bars", "training_curves"]
+__all__ = ["ReportFigure", "ema", "eval_bars", "per_type_bars", "training_curves", "type_change_bars"]
 
 RAW_ALPHA = 0.25  # raw values drawn faint behind the smoothed line, as in the papers' training figures
 DEFAULT_CURVES = ("reward", "completions/mean_length", "search/searches_per_sample")
@@ -287,4 +287,44 @@ def per_type_bars(
     _grouped_bars(ax, table, metric, stage_col, type_col)
     ax.set_title(title or f"{metric} by {type_col}")
     ax.legend(fontsize="small")
+    return fig
+
+
+def type_change_bars(table: pd.DataFrame, title: str | None = None) -> ReportFigure:
+    """`searchrl.type_table`'s rows as bars: each type's F1 change with its paired 95% interval (left) and, when
+    the table has the no-search columns, F1 with search beside F1 without it after the stage (right). A type
+    flagged as gained by guessing is hatched in red on the left."""
+    rows = table[table["questions"] > 0] if "questions" in table else table
+    if rows.empty:
+        raise ValueError("the type table has no row with paired questions")
+    names = [str(i) for i in rows.index]
+    with_search = "F1 no search" in rows
+    fig, axes = _grid(1 + with_search, 2, (max(4.0, 0.9 * len(names) + 1.5), 3.2))
+    ax = axes[0]
+    mean = rows["ΔF1"].to_numpy(float)
+    low, high = rows["ΔF1 95% low"].to_numpy(float), rows["ΔF1 95% high"].to_numpy(float)
+    guessed = rows["gained by guessing"].fillna(False).astype(bool).to_numpy()
+    x = np.arange(len(names))
+    bars = ax.bar(x, mean, 0.6, yerr=[mean - low, high - mean], capsize=4, ecolor="black",
+                  color=["tab:red" if g else "C0" for g in guessed])
+    for bar, g in zip(bars, guessed):
+        if g:
+            bar.set_hatch("//")
+    for xi, m, h in zip(x, mean, high):
+        ax.annotate(f"{m:+.2f}", (xi, h), textcoords="offset points", xytext=(0, 2), ha="center", fontsize="x-small")
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xticks(x, names, rotation=30, ha="right", fontsize="small")
+    ax.set_title("ΔF1 per type (95% CI; red: gained by guessing)" if guessed.any() else "ΔF1 per type (95% CI)",
+                 fontsize="small")
+    ax.grid(axis="y", alpha=0.3)
+    if with_search:
+        # type_table's stage columns come in order: "F1 <before>", "F1 <after>"
+        after = [c for c in rows.columns if c.startswith("F1 ") and c != "F1 no search"][1]
+        frame = pd.DataFrame({"qtype": names * 2, "F1": list(rows[after]) + list(rows["F1 no search"]),
+                              "stage": [after.removeprefix("F1 ")] * len(names) + ["no search"] * len(names)})
+        _grouped_bars(axes[1], frame, "F1", "stage", "qtype")
+        axes[1].set_title("F1 with and without search", fontsize="small")
+        axes[1].legend(fontsize="x-small")
+    if title:
+        fig.suptitle(title)
     return fig
