@@ -73,3 +73,56 @@ def test_runner_runs_each_seed_and_reports_the_spread(tmp_path, monkeypatch, cap
     [report] = (tmp_path / "quickstart").glob("*-seeds-demo")
     assert (report / "spread.png").exists()
     assert runner.main([str(ROOT / "notebooks/quickstart.ipynb"), "--seeds", "0", "-p", "seed", "3"]) == 2
+
+
+def trajectories(folder: Path, stage: str, f1: list[float], qtype: str = "single_hop") -> None:
+    rows = [{"id": f"q{i}", "qtype": qtype, "f1": v, "searches": 1.0, "format_ok": True} for i, v in enumerate(f1)]
+    (folder / "trajectories").mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_json(folder / "trajectories" / f"{stage}.jsonl", orient="records", lines=True)
+
+
+def test_type_tables_are_read_or_rebuilt_from_trajectories(tmp_path):
+    from searchrl.seeds import format_types, run_type_table, seed_types
+
+    old = fake_run(tmp_path / "old", 0.2, 0.4, 0.1)  # a folder from before eval/type_table.json existed
+    trajectories(old, "after_cold_start", [0.0] * 10)
+    trajectories(old, "after_RL", [1.0] * 10)
+    trajectories(old, "no_search", [1.0] * 10)  # as good without search: the rise is flagged
+    rebuilt = run_type_table(old)
+    # the only type was guessed, so the row without guessed types holds no question
+    assert list(rebuilt["qtype"]) == ["single_hop", "all", "all but guessed types"]
+    assert rebuilt.loc[2, "n"] == 0 and rebuilt.loc[2, "verdict"] == "no shared questions"
+    assert rebuilt.loc[0, "ΔF1"] == 1.0 and bool(rebuilt.loc[0, "gained by guessing"])
+    new = fake_run(tmp_path / "new", 0.2, 0.2, -0.1)
+    (new / "eval" / "type_table.json").write_text(json.dumps(
+        [{"qtype": "single_hop", "n": 10, "searches after cold start": 1.0, "searches after RL": 2.0, "ΔF1": 0.0,
+          "ΔF1 95% low": -0.1, "ΔF1 95% high": 0.1, "gained by guessing": None}]))
+    assert run_type_table(tmp_path / "missing") is None
+    types = seed_types({0: old, 1: new, 2: tmp_path / "missing"})
+    assert sorted(types["seed"].unique()) == [0, 1]
+    text = format_types(types)
+    assert "single_hop" in text.splitlines()[0]
+    assert "seed 0 +1.000 [+1.000, +1.000] searches 1.00->1.00 guessed; seed 1 +0.000 [-0.100, +0.100] " \
+           "searches 1.00->2.00" in text
+    write_seed_report({0: old, 1: new}, tmp_path / "report")
+    assert set(pd.read_csv(tmp_path / "report" / "types.csv")["seed"]) == {0, 1}
+
+
+def test_seeds_command_reports_on_folders_run_separately(tmp_path, capsys):
+    from searchrl.seeds import main
+
+    runs = [fake_run(tmp_path / "runs" / name, 0.2, rl, low) for name, rl, low in (("a", 0.4, 0.1), ("b", 0.3, -0.1))]
+    for seed, run in enumerate(runs):
+        (run / "params.yaml").write_text(f"# resolved\nseed: {seed}\n")
+    assert main([str(r) for r in runs] + ["--out", str(tmp_path / "report")]) == 0
+    assert "interval above 0 in 1 of 2 seeds" in capsys.readouterr().out
+    assert (tmp_path / "report" / "spread.csv").exists()
+    assert main([str(r) for r in runs] + ["--name", "x"]) == 0  # default folder: beside the runs
+    assert len(list((tmp_path / "runs").glob("*-seeds-x"))) == 1
+    (runs[1] / "params.yaml").write_text("seed: 0\n")
+    with pytest.raises(SystemExit):
+        main([str(r) for r in runs])
+    assert "both ran seed 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main([str(tmp_path)])
+    assert "not a run folder" in capsys.readouterr().err

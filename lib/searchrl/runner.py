@@ -600,7 +600,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run_seeds(args: argparse.Namespace, overrides: dict[str, Any], command: list[str]) -> int:
     """One run per seed; a failed seed is reported and the others still run. Then the spread over seeds."""
     from searchrl.rundir import create_run_dir
-    from searchrl.seeds import format_curves, format_spread, seed_curves, write_seed_report
+    from searchrl.seeds import report_seeds
 
     if args.resume:
         raise ConfigError("--seeds starts new runs; resume each seed's folder with --resume on its own")
@@ -628,12 +628,7 @@ def _run_seeds(args: argparse.Namespace, overrides: dict[str, Any], command: lis
         return 1
     folder = create_run_dir(plans[0].name, "seeds" + (f"-{args.run_name}" if args.run_name else ""),
                             plans[0].output_root)
-    table = write_seed_report(run_dirs, folder, failed)
-    print(f"\nspread over seeds {sorted(run_dirs)}:\n{format_spread(table)}")
-    curves = seed_curves(run_dirs)
-    if not curves.empty:
-        print(format_curves(curves))
-    print(f"report: {folder}")
+    print("\n" + report_seeds(run_dirs, folder, failed))
     return 1 if failed else 0
 
 

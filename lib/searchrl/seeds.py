@@ -8,8 +8,13 @@
   spread.png      F1 per stage with one dot per seed, and each seed's change with its 95% interval
   curves.csv      per seed and training curve (reward, searches per sample, probe F1, ...): the mean of the first
                   and of the last quarter of logged steps, and the gain between them (each run's eval/curve.json)
+  types.csv       per seed and question type: the change cold start -> RL with its paired interval, searches, F1
+                  without search and the guessing flag (each run's eval/type_table.json, `searchrl.type_table`)
   runs.json       the run folders, and the seeds that failed
 A seed changes the sampling and the order of the training data, never the questions (those come from world_seed).
+
+Runs made separately (two seeds side by side, say) get the same report with
+`python -m searchrl.seeds RUN_DIR RUN_DIR ... [--out FOLDER]`; each run's seed is read from its params.yaml.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ import numpy as np
 import pandas as pd
 
 from searchrl.rundir import read_json, write_json
+
+# The stages a type table compares, by the file names their trajectories are saved under (`Experiment.evaluate`).
+TYPE_STAGES = ("after cold start", "after RL", "no search")
 
 HEADLINE = ("F1", "EM", "F1 multi-hop", "searches/question", "searches multi-hop", "searches single-hop",
             "format-valid rate", "ΔF1 vs previous")
@@ -44,6 +52,30 @@ def seed_curves(run_dirs: dict[int, Path]) -> pd.DataFrame:
             for seed, run_dir in run_dirs.items()
             for metric, trend in (read_json(Path(run_dir) / "eval" / "curve.json") or {}).items()]
     return pd.DataFrame(rows, columns=["seed", "metric", "first", "last", "gain", "points"])
+
+
+def run_type_table(run_dir: Path) -> pd.DataFrame | None:
+    """A run's per-type table: its eval/type_table.json, or, for a run folder made before that file existed, rebuilt
+    from its saved trajectories; None when the run did not evaluate both "after cold start" and "after RL"."""
+    rows = read_json(Path(run_dir) / "eval" / "type_table.json")
+    if rows:
+        return pd.DataFrame(rows)
+    from searchrl.evaluate import EvalResult
+    from searchrl.type_table import type_table
+
+    files = {stage: Path(run_dir) / "trajectories" / f"{stage.replace(' ', '_')}.jsonl" for stage in TYPE_STAGES}
+    results = {stage: EvalResult(pd.read_json(path, lines=True)) for stage, path in files.items() if path.is_file()}
+    if not {"after cold start", "after RL"} <= set(results):
+        return None
+    before, after, no_search = TYPE_STAGES
+    return type_table(results, before, after, no_search if no_search in results else None).reset_index()
+
+
+def seed_types(run_dirs: dict[int, Path]) -> pd.DataFrame:
+    """Every seed's per-type table stacked, with a `seed` column (empty when no run has one)."""
+    frames = [table.assign(seed=seed) for seed, run_dir in run_dirs.items()
+              if (table := run_type_table(run_dir)) is not None]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def spread(tables: pd.DataFrame) -> pd.DataFrame:
@@ -114,10 +146,27 @@ def write_seed_report(run_dirs: dict[int, Path], folder: Path, failed: Sequence[
     tables = seed_tables(run_dirs)
     tables.to_csv(folder / "seeds.csv", index=False)
     seed_curves(run_dirs).to_csv(folder / "curves.csv", index=False)
+    types = seed_types(run_dirs)
+    if not types.empty:
+        types.to_csv(folder / "types.csv", index=False)
     table = spread(tables)
     table.to_csv(folder / "spread.csv")
     save_figure(spread_figure(tables), folder / "spread.png")
     return table
+
+
+def report_seeds(run_dirs: dict[int, Path], folder: Path, failed: Sequence[int] = ()) -> str:
+    """Write the report (`write_seed_report`) and return it as text: the spread per stage, each curve's gain per
+    seed, each type's change per seed, and the folder."""
+    table = write_seed_report(run_dirs, folder, failed)
+    parts = [f"spread over seeds {sorted(run_dirs)}:", format_spread(table)]
+    curves, types = seed_curves(run_dirs), seed_types(run_dirs)
+    if not curves.empty:
+        parts.append(format_curves(curves))
+    if not types.empty:
+        parts.append(format_types(types))
+    parts.append(f"report: {folder}")
+    return "\n".join(parts)
 
 
 def format_spread(table: pd.DataFrame) -> str:
@@ -141,8 +190,63 @@ def format_curves(curves: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def format_types(types: pd.DataFrame) -> str:
+    """Each question type's change over seeds, as text: ΔF1 [95%] and searches per question before -> after, per
+    seed, with "guessed" where the rise was not shown to need search; one line per type."""
+    searches = [c for c in types.columns if c.startswith("searches ")][:2]  # before, after (type_table's order)
+    lines = []
+    for qtype, part in types.groupby("qtype", sort=False):
+        cells = [f"seed {int(r['seed'])} {r['ΔF1']:+.3f} [{r['ΔF1 95% low']:+.3f}, {r['ΔF1 95% high']:+.3f}]"
+                 + (f" searches {r[searches[0]]:.2f}->{r[searches[1]]:.2f}" if len(searches) == 2 else "")
+                 + (" guessed" if r.get("gained by guessing") in (True, 1) else "")
+                 for r in part.to_dict("records")]
+        lines.append(f"{qtype:<22} ΔF1 " + "; ".join(cells))
+    return "\n".join(lines)
+
+
 def _sd(value: float) -> str:
     return "n/a" if pd.isna(value) else f"{value:.3f}"
 
 
-__all__ = ["format_curves", "format_spread", "seed_curves", "seed_tables", "spread", "spread_figure", "write_seed_report"]
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m searchrl.seeds RUN_DIR ...`: the spread report over run folders made separately."""
+    import argparse
+
+    import yaml
+
+    parser = argparse.ArgumentParser(
+        prog="python -m searchrl.seeds",
+        description="The spread over seeds (the runner's --seeds report) of run folders made separately, e.g. two "
+                    "seeds run side by side. Each run's seed is read from its params.yaml.")
+    parser.add_argument("runs", nargs="+", type=Path, help="run folders, one per seed")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="report folder (default: a new <time>-<id>-seeds[-NAME] folder beside the first run)")
+    parser.add_argument("--name", default="", help="label for the default report folder's name")
+    args = parser.parse_args(argv)
+    run_dirs: dict[int, Path] = {}
+    for run in args.runs:
+        params = run / "params.yaml"
+        if not params.is_file():
+            parser.error(f"{run} is not a run folder: it has no params.yaml")
+        seed = int((yaml.safe_load(params.read_text(encoding="utf-8")) or {}).get("seed", 0))
+        if seed in run_dirs:
+            parser.error(f"{run} and {run_dirs[seed]} both ran seed {seed}: give one folder per seed")
+        run_dirs[seed] = run
+    if args.out is None:
+        from searchrl.rundir import create_run_dir
+
+        first = args.runs[0].resolve()
+        folder = create_run_dir(first.parent.name, "seeds" + (f"-{args.name}" if args.name else ""),
+                                first.parent.parent)
+    else:
+        folder = args.out
+    print(report_seeds(run_dirs, folder))
+    return 0
+
+
+__all__ = ["format_curves", "format_spread", "format_types", "report_seeds", "run_type_table", "seed_curves",
+           "seed_tables", "seed_types", "spread", "spread_figure", "write_seed_report"]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -7,7 +7,9 @@ bootstrap interval of the F1 change, and, when the trained policy was also evalu
 (`eval_no_search`), its F1 without search and the paired interval of "with search minus without". A type whose
 F1 rose while searching is not shown to help (that interval reaches 0) gained by guessing: comparison questions,
 for one, are won half the time by naming one of the two entities in the question. RL on CPU found that shortcut
-more than once, so the table flags it rather than leaving it to be read off two numbers.
+more than once, so the table flags it rather than leaving it to be read off two numbers. The flag is a lower
+bound: a policy that searches once on a comparison question and then names either entity guesses too, yet beats
+its own no-search answers if those are worse than a coin flip; read the searches per type beside it.
 """
 
 from __future__ import annotations
