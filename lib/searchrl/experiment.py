@@ -226,6 +226,17 @@ class Experiment:
         _show(fig)
         return table
 
+    def learning_checks(self) -> pd.DataFrame:
+        """Did RL learn in this run (`searchrl.learning_checks`: F1 gain with its interval, reward trend, searches
+        by hop count, format, guessing), read from the tables the cells above saved; printed and saved as
+        eval/checks.json. Run it after `stage_table`, `curves` and `type_table`."""
+        from searchrl.learning_checks import format_checks, learning_checks
+
+        table = learning_checks({self.cfg.seed: self.run_dir})
+        write_json(self.run_dir / "eval" / "checks.json", table.reset_index().to_dict("records"))
+        print(format_checks(table))
+        return table
+
     # ---- cold start -------------------------------------------------------------------------------------------
 
     def cold_start_items(self) -> list:

@@ -8,6 +8,8 @@
   spread.png      F1 per stage with one dot per seed, and each seed's change with its 95% interval
   curves.csv      per seed and training curve (reward, searches per sample, probe F1, ...): the mean of the first
                   and of the last quarter of logged steps, and the gain between them (each run's eval/curve.json)
+  checks.csv      per seed: did RL learn (F1 gain with its interval, reward trend, searches by hop count, format,
+                  guessing; `searchrl.learning_checks`)
   types.csv       per seed and question type: the change cold start -> RL with its paired interval, searches, F1
                   without search and the guessing flag (each run's eval/type_table.json, `searchrl.type_table`)
   runs.json       the run folders, and the seeds that failed
@@ -137,7 +139,8 @@ def spread_figure(tables: pd.DataFrame):
 
 
 def write_seed_report(run_dirs: dict[int, Path], folder: Path, failed: Sequence[int] = ()) -> pd.DataFrame:
-    """seeds.csv, spread.csv, spread.png and runs.json in `folder`; returns the spread table."""
+    """seeds.csv, spread.csv, spread.png, curves.csv, checks.csv, types.csv (when any run has a per-type table) and
+    runs.json in `folder`; returns the spread table."""
     from searchrl.rundir import save_figure
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -149,6 +152,9 @@ def write_seed_report(run_dirs: dict[int, Path], folder: Path, failed: Sequence[
     types = seed_types(run_dirs)
     if not types.empty:
         types.to_csv(folder / "types.csv", index=False)
+    from searchrl.learning_checks import learning_checks
+
+    learning_checks(run_dirs).to_csv(folder / "checks.csv")
     table = spread(tables)
     table.to_csv(folder / "spread.csv")
     save_figure(spread_figure(tables), folder / "spread.png")
@@ -156,15 +162,18 @@ def write_seed_report(run_dirs: dict[int, Path], folder: Path, failed: Sequence[
 
 
 def report_seeds(run_dirs: dict[int, Path], folder: Path, failed: Sequence[int] = ()) -> str:
-    """Write the report (`write_seed_report`) and return it as text: the spread per stage, each curve's gain per
-    seed, each type's change per seed, and the folder."""
+    """Write the report (`write_seed_report`) and return it as text: the spread per stage, each
+    curve's gain per seed, each type's change per seed, the learning checks, and the folder."""
     table = write_seed_report(run_dirs, folder, failed)
+    from searchrl.learning_checks import format_checks, learning_checks
+
     parts = [f"spread over seeds {sorted(run_dirs)}:", format_spread(table)]
     curves, types = seed_curves(run_dirs), seed_types(run_dirs)
     if not curves.empty:
         parts.append(format_curves(curves))
     if not types.empty:
         parts.append(format_types(types))
+    parts.append("did RL learn (searchrl/learning_checks.py):\n" + format_checks(learning_checks(run_dirs)))
     parts.append(f"report: {folder}")
     return "\n".join(parts)
 
