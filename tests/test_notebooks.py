@@ -62,6 +62,9 @@ def _check_quickstart(run_dir: Path) -> None:
     overall = next(r for r in rows if r["qtype"] == "all")
     assert overall["n"] == sum(r["n"] for r in rows[:rows.index(overall)])
     assert (run_dir / "figures" / "type_changes.png").exists()
+    steps = sorted((run_dir / "trajectories" / "train").rglob("step-*.jsonl"))  # what RL sampled, step by step
+    assert len(steps) == len(history.dropna(subset=["reward"]))
+    assert {"completion", "reward", "advantage", "searches"} <= set(json.loads(steps[0].read_text().splitlines()[0]))
     [checks] = json.loads((run_dir / "eval" / "checks.json").read_text())  # did RL learn, this one seed
     assert checks["F1 gain"] in (True, False) and checks["ΔF1"] == overall["ΔF1"]
     _check_outputs(run_dir / "quickstart.ipynb")

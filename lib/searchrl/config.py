@@ -210,6 +210,10 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     their rows, instead of TRL's shuffled micro-batches that each carry the padding of the step's longest rollout.
     The same update (bnpo, which normalises per micro-batch, keeps TRL's order and only loses the padding); measured
     1.05x on the forward and backward passes here (outputs/LOG.md, 2026-11-26), so off by default."""
+    save_train_rollouts: bool = True
+    """Write every scored training rollout (question, completion with its retrieved documents, searches, each
+    reward, advantage) to trajectories/train/<stage>/step-NNNN.jsonl, dynamic sampling's extra draws included
+    (`searchrl.trainer.rollout_log`): what RL sampled, behind the logged curves. About 1-3 KB a rollout."""
     beta: float = 0.0
     """KL penalty coefficient against the reference model; 0: no reference model."""
     loss_type: str = "dapo"

@@ -343,7 +343,7 @@ class Experiment:
         funcs, weights = make_rewards(stage.rewards, self.protocol, stage.reward_weights or None, options)
         start = self.save_model(model, f"{stage.name}_start")
         args = grpo_args(cfg, self.run_dir / "checkpoints" / stage.name, max_steps=stage.steps,
-                         reward_weights=weights)
+                         reward_weights=weights, rollout_log_dir=self.run_dir / "trajectories" / "train" / stage.name)
         data = prompt_dataset(self._stage_rows(stage), self.protocol, self.tokenizer, chat=cfg.chat_prompt)
         if cfg.balance_question_types:
             # Equal numbers of each question type, so one type cannot dominate the batch (and its advantages).

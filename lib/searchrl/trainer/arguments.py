@@ -22,8 +22,9 @@ def hardware_args(cfg: RunConfig) -> dict[str, Any]:
 
 
 def grpo_args(cfg: RunConfig, output_dir: str | Path, *, max_steps: int | None = None,
-              reward_weights: list[float] | None = None):
-    """The SearchGRPOConfig of this run: `max_steps` (default `rl_steps`) and the reward weights of one stage."""
+              reward_weights: list[float] | None = None, rollout_log_dir: str | Path | None = None):
+    """The SearchGRPOConfig of this run: `max_steps` (default `rl_steps`) and the reward weights of one stage;
+    training rollouts are written to `rollout_log_dir` when given and the run's `save_train_rollouts` is on."""
     from searchrl.trainer.memorization import MemorizationConfig
     from searchrl.trainer.search_grpo import SearchGRPOConfig
 
@@ -49,6 +50,7 @@ def grpo_args(cfg: RunConfig, output_dir: str | Path, *, max_steps: int | None =
         reward_kl_coef=cfg.reward_kl_coef, value_lr=cfg.value_lr, drop_zero_variance=cfg.drop_zero_variance,
         dynamic_sampling=cfg.dynamic_sampling, prompt_selection=cfg.prompt_selection,
         length_grouped_micro_batches=cfg.length_grouped_micro_batches,
+        rollout_log_dir=str(rollout_log_dir) if rollout_log_dir and cfg.save_train_rollouts else "",
         reward_weights=reward_weights, logging_steps=cfg.logging_steps, save_steps=cfg.save_steps,
         save_strategy="steps", save_total_limit=2, report_to=cfg.report_to, use_vllm=cfg.use_vllm,
         vllm_mode=cfg.vllm_mode, vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,

@@ -48,6 +48,7 @@ from searchrl.trainer.prompt_selection import (
     SelectionRecord,
     StratifiedSampler,
 )
+from searchrl.trainer.rollout_log import RolloutLog, mean_advantage
 from searchrl.trainer.search_payoff import advantage_by_searches
 from searchrl.trainer.value import Critic, critic_from_policy, explained_variance, masked_mean
 
@@ -104,6 +105,10 @@ class SearchGRPOConfig(GRPOConfig):
     length_grouped_micro_batches: bool = field(
         default=False, metadata={"help": "Cut each step's rollouts into micro-batches of similar length and drop "
                                          "their all-padding columns (searchrl.trainer.length_groups)."})
+    rollout_log_dir: str = field(
+        default="", metadata={"help": "Write every scored training rollout (question, completion, searches, rewards, "
+                                      "advantage) to <dir>/step-NNNN.jsonl (searchrl.trainer.rollout_log); empty: "
+                                      "off."})
     prompt_selection: str = field(
         default="uniform", metadata={"help": "uniform (TRL's shuffled order); informative: draw questions by how "
                                              "often their type gave informative groups so far; stratified: the "
@@ -431,6 +436,7 @@ class SearchGRPOTrainer(GRPOTrainer):
         if mode == "train" and self.args.prompt_selection == "informative":
             self._record_selection(rows, rewards)
         if self.args.advantage_estimator == "grpo" and not self.args.drop_zero_variance:
+            self._log_rollouts(inputs, output, rewards, mode)
             return output, rewards
         num_generations = self.num_generations if mode == "train" else self.num_generations_eval
         local = slice(self.accelerator.process_index * len(inputs), (self.accelerator.process_index + 1) * len(inputs))
@@ -450,7 +456,31 @@ class SearchGRPOTrainer(GRPOTrainer):
             output["num_items_in_batch"] = self.accelerator.gather(new_mask.sum()).sum()
             # The share of the whole batch's groups, not of this process's slice (which may hold part of a group).
             self._metrics[mode]["search/kept_group_frac"].append(kept_groups.float().mean().item())
+        self._log_rollouts(inputs, output, rewards, mode)
         return output, rewards
+
+    def _log_rollouts(self, inputs, output, rewards: torch.Tensor, mode: str) -> None:
+        """Every rollout of a scored training batch, gathered, to the rollout log (`rollout_log_dir`)."""
+        if mode != "train" or not self.args.rollout_log_dir:
+            return
+        if getattr(self, "_rollout_log", None) is None:
+            self._rollout_log = RolloutLog(self.args.rollout_log_dir)
+        texts = self.processing_class.batch_decode(output["completion_ids"], skip_special_tokens=True)
+        mask = output["completion_mask"] * output.get("tool_mask", torch.ones_like(output["completion_mask"]))
+        advantages = mean_advantage(output["advantages"], mask)
+        searches = getattr(self, "_last_num_searches", [None] * len(texts))
+        local = [{"id": str(row.get("id", "")), "qtype": str(row.get("qtype", "unknown")),
+                  "question": row.get("question", ""), "golden_answers": list(row.get("golden_answers") or []),
+                  "completion": text, "searches": n, "advantage": a}
+                 for row, text, n, a in zip(inputs, texts, searches, advantages, strict=True)]
+        everyone = gather_object(local)  # in the order of the gathered rewards
+        if not self.accelerator.is_main_process:
+            return
+        per_func = self._last_rewards_per_func.tolist()
+        g = self.num_generations
+        rows = [{"group": i // g, **row, "reward": float(rewards[i]),
+                 "rewards": dict(zip(self.reward_func_names, per_func[i]))} for i, row in enumerate(everyone)]
+        self._rollout_log.write(self.state.global_step + 1, rows)
 
     def _record_selection(self, rows: list[tuple[str, str]], rewards: torch.Tensor) -> None:
         """Note, per group of the gathered batch (its (id, qtype) `rows`), its question and whether its rewards

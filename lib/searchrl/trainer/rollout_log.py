@@ -1,0 +1,68 @@
+"""Every scored training rollout, written to disk: what RL actually sampled, and what each rollout earned.
+
+The logged curves (reward, searches per sample, advantage by search count) say what moved; the rollouts say why:
+the second query a policy asked, the answer it wrote after the documents, the group mates it was compared with. One
+JSON Lines file per optimizer step, `step-NNNN.jsonl`, one line per rollout:
+
+    step, draw         the optimizer step, and which scored batch of it (0: the scheduled questions; 1, 2, ...:
+                       dynamic sampling's extra draws)
+    group, id, qtype, question, golden_answers
+    completion         the decoded completion, retrieved documents included as the model saw them
+    searches           searches the rollout made
+    reward, rewards    total (weighted) reward, and each reward function's own value by name
+    advantage          its advantage when scored (mean over the rollout's trained tokens; NaN when its group was
+                       masked out); with dynamic sampling, the step then trains on the informative groups of its
+                       draws, first drawn first, up to the batch size
+
+A resumed run rewrites the files of the steps it repeats, so a step's file always holds one run of that step.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+
+class RolloutLog:
+    """Appends scored batches to `<folder>/step-NNNN.jsonl`; the first batch of a step written by this object
+    replaces an older file of that step (a resumed run repeats steps)."""
+
+    def __init__(self, folder: str | Path):
+        self.folder = Path(folder)
+        self._started: set[int] = set()
+        self._draws: dict[int, int] = {}
+
+    def path(self, step: int) -> Path:
+        return self.folder / f"step-{step:04d}.jsonl"
+
+    def write(self, step: int, rows: list[dict]) -> Path:
+        """Write one scored batch of `step` (its draw number is counted here: 0 for the step's first batch)."""
+        draw = self._draws.get(step, -1) + 1
+        self._draws[step] = draw
+        self.folder.mkdir(parents=True, exist_ok=True)
+        mode = "a" if step in self._started else "w"
+        self._started.add(step)
+        with self.path(step).open(mode, encoding="utf-8") as f:
+            for row in rows:
+                f.write(json.dumps({"step": step, "draw": draw, **row}, ensure_ascii=False, default=_plain) + "\n")
+        return self.path(step)
+
+
+def _plain(value):
+    """JSON for numpy / torch scalars; NaN stays NaN (JSON Lines readers such as pandas accept it)."""
+    if hasattr(value, "item"):
+        return value.item()
+    return str(value)
+
+
+def mean_advantage(advantages, mask) -> list[float]:
+    """Per rollout, the mean advantage over its trained tokens (`mask` 1) — GRPO's is one value per rollout, the
+    per-token estimators' (REINFORCE++, PPO) vary along it; NaN for a rollout with no trained token."""
+    adv = advantages if advantages.dim() == 2 else advantages.unsqueeze(1).expand_as(mask)
+    mask = mask.to(adv.dtype)
+    totals, counts = (adv * mask).sum(dim=1), mask.sum(dim=1)
+    return [float(t / c) if c > 0 else math.nan for t, c in zip(totals.tolist(), counts.tolist())]
+
+
+__all__ = ["RolloutLog", "mean_advantage"]
