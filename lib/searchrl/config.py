@@ -200,6 +200,11 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     """Distinct questions per optimizer step (each sampled num_generations times)."""
     gradient_accumulation_steps: int = 1
     """Generation batches (of prompts_per_step questions each) accumulated into one optimizer step."""
+    num_iterations: int = 1
+    """GRPO's mu (TRL's num_iterations): optimizer steps taken on each batch of rollouts. Above 1, a batch is reused
+    for that many updates, each clipped against the log-probs the rollouts were sampled with (one extra forward pass
+    per batch); rl_steps counts updates, so rl_steps 20 with num_iterations 2 samples 10 batches. More updates per
+    CPU minute where rollouts dominate the step."""
     micro_batch_size: int = 0
     """Sequences per forward and backward pass, for RL rollouts and cold-start examples alike; 0: a whole step at
     once. A smaller value splits each step into micro-batches whose gradients are summed before the one optimizer
@@ -515,7 +520,7 @@ _MINIMUMS: dict[str, float] = {
     "rl_steps": 0, "num_generations": 2, "prompts_per_step": 1, "gradient_accumulation_steps": 1, "beta": 0.0,
     "logging_steps": 1, "save_steps": 1, "stage1_steps": 0, "eval_batch_size": 1, "n_trajectories_shown": 0,
     "world_seed": 0, "world_passage_words": 20, "torch_threads": 0, "reward_kl_coef": 0.0, "train_max_hops": 0,
-    "n_eval_untrained": 0, "micro_batch_size": 0,
+    "n_eval_untrained": 0, "micro_batch_size": 0, "num_iterations": 1,
 }  # fmt: skip
 _POSITIVE = ("learning_rate", "sft_learning_rate", "sft_epochs", "vllm_gpu_memory_utilization", "value_lr")
 

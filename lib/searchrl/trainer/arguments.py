@@ -42,7 +42,7 @@ def grpo_args(cfg: RunConfig, output_dir: str | Path, *, max_steps: int | None =
         output_dir=str(output_dir), seed=cfg.seed, max_steps=cfg.rl_steps if max_steps is None else max_steps,
         learning_rate=cfg.learning_rate, lr_scheduler_type=cfg.lr_scheduler_type,
         warmup_steps=cfg.warmup_ratio,  # transformers reads a warmup_steps below 1 as a share of max_steps
-        num_generations=cfg.num_generations,
+        num_generations=cfg.num_generations, num_iterations=cfg.num_iterations,
         per_device_train_batch_size=micro, gradient_accumulation_steps=windows, steps_per_generation=windows,
         beta=cfg.beta, loss_type=cfg.loss_type,
         scale_rewards=cfg.scale_rewards, rollout=cfg.rollout_config(), memorization=memorization, protocol=cfg.protocol,
