@@ -65,6 +65,8 @@ def _check_quickstart(run_dir: Path) -> None:
     steps = sorted((run_dir / "trajectories" / "train").rglob("step-*.jsonl"))  # what RL sampled, step by step
     assert len(steps) == len(history.dropna(subset=["reward"]))
     assert {"completion", "reward", "advantage", "searches"} <= set(json.loads(steps[0].read_text().splitlines()[0]))
+    shown = (run_dir / "figures" / f"training_rollouts_step{len(steps)}.html").read_text()
+    assert "<b>Scored:</b> reward=" in shown
     [checks] = json.loads((run_dir / "eval" / "checks.json").read_text())  # did RL learn, this one seed
     assert checks["F1 gain"] in (True, False) and checks["ΔF1"] == overall["ΔF1"]
     _check_outputs(run_dir / "quickstart.ipynb")

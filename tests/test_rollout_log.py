@@ -66,3 +66,31 @@ def test_trainer_writes_every_scored_rollout(tmp_path, tiny_policy_path, tokeniz
 def test_off_by_default(tmp_path):
     args = SearchGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to="none", max_steps=1)
     assert args.rollout_log_dir == ""
+
+
+def test_read_and_summarise_rollouts(tmp_path):
+    from searchrl.trainer.rollout_log import read_rollouts, step_summary
+
+    log = RolloutLog(tmp_path / "train" / "rl")
+    log.write(1, [{"group": 0, "qtype": "inference", "reward": 1.0, "searches": 2},
+                  {"group": 0, "qtype": "inference", "reward": -1.0, "searches": 1},
+                  {"group": 1, "qtype": "single_hop", "reward": 1.0, "searches": 1},
+                  {"group": 1, "qtype": "single_hop", "reward": 1.0, "searches": 1}])
+    log.write(2, [{"group": 0, "qtype": "inference", "reward": 1.0, "searches": 2},
+                  {"group": 0, "qtype": "inference", "reward": 1.0, "searches": 2}])
+    rollouts = read_rollouts(tmp_path / "train")
+    assert len(rollouts) == 6 and set(rollouts["stage"]) == {"rl"}
+    table = step_summary(rollouts)
+    first = table.loc[("rl", 1, "inference")]
+    assert first["rollouts"] == 2 and first["reward"] == 0.0 and first["searched_twice"] == 0.5
+    assert first["informative_groups"] == 1.0 and table.loc[("rl", 1, "single_hop"), "informative_groups"] == 0.0
+    assert table.loc[("rl", 2, "inference"), "searches"] == 2.0
+    assert read_rollouts(tmp_path / "nothing").empty and step_summary(pd.DataFrame()).empty
+
+
+def test_a_training_rollout_renders_with_its_reward_and_advantage():
+    from searchrl.evaluate import render_trajectory
+
+    html = render_trajectory({"completion": "<answer>1901</answer>", "question": "When?", "golden_answers": ["1901"],
+                              "reward": 1.0, "advantage": 0.5, "searches": 0}, "search_r1")
+    assert "<b>Scored:</b> reward=1.00, advantage=0.50, searches=0" in html

@@ -480,6 +480,30 @@ class Experiment:
         (self.run_dir / "figures" / f"trajectories_{stage.replace(' ', '_')}.html").write_text(html)
         return html
 
+    def show_training_rollouts(self, step: int | None = None, groups_per_type: int = 1) -> str:
+        """HTML of what RL sampled at one step (default: the last logged), `groups_per_type` groups of each question
+        type, every rollout of a group with its reward and advantage (GRPO compares them within the group); saved as
+        figures/training_rollouts_step<N>.html. Needs `save_train_rollouts`. Also prints the per-step summary."""
+        from searchrl.evaluate import render_trajectory
+        from searchrl.trainer.rollout_log import read_rollouts, step_summary
+
+        rollouts = read_rollouts(self.run_dir / "trajectories" / "train")
+        if rollouts.empty:
+            print("no training rollouts were logged (save_train_rollouts off, or no RL step ran)")
+            return ""
+        print(step_summary(rollouts).round(3).to_string())
+        step = int(rollouts["step"].max()) if step is None else step
+        at = rollouts[(rollouts["step"] == step) & (rollouts["draw"] == 0)]
+        if at.empty:
+            raise ValueError(f"no rollouts logged at step {step}; logged steps: {sorted(rollouts['step'].unique())}")
+        chosen = [g for _, part in at.groupby("qtype", sort=True) for g in part["group"].unique()[:groups_per_type]]
+        html = "".join(f"<h4>step {step}, {row['qtype']}, group {row['group']}</h4>" * (i == 0)
+                       + render_trajectory(row, self.protocol)
+                       for g in chosen for i, row in enumerate(at[at["group"] == g].to_dict("records")))
+        (self.run_dir / "figures").mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "figures" / f"training_rollouts_step{step}.html").write_text(html)
+        return html
+
     def finish(self) -> Path:
         mark_status(self.run_dir, "completed")
         print(f"Results in {self.run_dir}")

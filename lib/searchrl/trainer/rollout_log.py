@@ -23,6 +23,8 @@ import json
 import math
 from pathlib import Path
 
+import pandas as pd
+
 
 class RolloutLog:
     """Appends scored batches to `<folder>/step-NNNN.jsonl`; the first batch of a step written by this object
@@ -49,6 +51,33 @@ class RolloutLog:
         return self.path(step)
 
 
+def read_rollouts(folder: str | Path) -> pd.DataFrame:
+    """Every logged rollout under `folder` (a stage's folder, or `trajectories/train` for all stages, each row then
+    carrying its `stage`), in step order; empty when nothing was logged."""
+    folder = Path(folder)
+    frames = []
+    for path in sorted(folder.rglob("step-*.jsonl")):
+        frame = pd.read_json(path, lines=True)
+        if path.parent != folder:
+            frame["stage"] = path.parent.name
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def step_summary(rollouts: pd.DataFrame) -> pd.DataFrame:
+    """Per step and question type: rollouts, mean reward, mean searches, the share that searched twice or more, and
+    the share of groups whose rewards differed (the ones GRPO learns from)."""
+    if rollouts.empty:
+        return pd.DataFrame()
+    keys = ["stage", "step", "qtype"] if "stage" in rollouts else ["step", "qtype"]
+    frame = rollouts.assign(two_or_more=rollouts["searches"] >= 2)
+    groups = frame.groupby(keys + ["draw", "group"])["reward"].agg(lambda r: r.max() != r.min()).rename("informative")
+    table = frame.groupby(keys).agg(rollouts=("reward", "size"), reward=("reward", "mean"),
+                                    searches=("searches", "mean"), searched_twice=("two_or_more", "mean"))
+    table["informative_groups"] = groups.groupby(keys).mean()
+    return table
+
+
 def _plain(value):
     """JSON for numpy / torch scalars; NaN stays NaN (JSON Lines readers such as pandas accept it)."""
     if hasattr(value, "item"):
@@ -65,4 +94,4 @@ def mean_advantage(advantages, mask) -> list[float]:
     return [float(t / c) if c > 0 else math.nan for t, c in zip(totals.tolist(), counts.tolist())]
 
 
-__all__ = ["RolloutLog", "mean_advantage"]
+__all__ = ["RolloutLog", "mean_advantage", "read_rollouts", "step_summary"]
