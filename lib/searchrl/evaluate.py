@@ -203,12 +203,21 @@ def stage_table(results: Mapping[str, EvalResult]) -> pd.DataFrame:
     return table
 
 
+def paired_change(before: pd.Series, after: pd.Series) -> tuple[float, float, float, int]:
+    """(mean change, 95% low, 95% high, questions) from `before` to `after`, two per-question scores indexed by
+    question id, over the ids both hold (`searchrl.stats.paired_bootstrap`); NaN and 0 questions when they share none."""
+    from searchrl.stats import paired_bootstrap
+
+    shared = sorted(set(before.index) & set(after.index))
+    if not shared:
+        return float("nan"), float("nan"), float("nan"), 0
+    return (*paired_bootstrap(before.loc[shared].to_numpy(), after.loc[shared].to_numpy()), len(shared))
+
+
 def _add_paired_intervals(table: pd.DataFrame, results: Mapping[str, EvalResult], metric: str = "f1") -> None:
     """Columns "ΔF1 vs previous", its paired-bootstrap 95% interval and "ΔF1 questions" (how many it pairs), for
     each stage against the stage before it, over the questions both evaluated (the untrained stage may have seen a
     subset); NaN (and 0 questions) when they share none."""
-    from searchrl.stats import paired_bootstrap
-
     deltas, lows, highs, paired = [], [], [], []
     previous = None
     for res in results.values():
@@ -217,10 +226,8 @@ def _add_paired_intervals(table: pd.DataFrame, results: Mapping[str, EvalResult]
         if previous is not None:
             a = previous.records.set_index("id")[metric]
             b = res.records.set_index("id")[metric]
-            shared = sorted(set(a.index) & set(b.index))
-            if a.index.is_unique and b.index.is_unique and shared:
-                values = paired_bootstrap(a.loc[shared].to_numpy(), b.loc[shared].to_numpy())
-                n_paired = len(shared)
+            if a.index.is_unique and b.index.is_unique:
+                *values, n_paired = paired_change(a, b)
         deltas.append(values[0])
         lows.append(values[1])
         highs.append(values[2])

@@ -50,13 +50,15 @@ def _num(value) -> float:
 
 
 def seed_checks(run_dir: Path, before: str = "after cold start", after: str = "after RL",
-                targets: LearningTargets = LearningTargets()) -> dict:
-    """One seed's values and checks (a check is None where the run lacks what it needs)."""
+                targets: LearningTargets = LearningTargets(), types: pd.DataFrame | None = None) -> dict:
+    """One seed's values and checks (a check is None where the run lacks what it needs). `types`: the run's per-type
+    table when the caller has it already (else read, or rebuilt, by `searchrl.seeds.run_type_table`)."""
     from searchrl.seeds import run_type_table
 
     rows = read_json(Path(run_dir) / "eval" / "table.json") or []
     cold, rl = _stage(rows, before), _stage(rows, after)
-    types = run_type_table(Path(run_dir))
+    if types is None:
+        types = run_type_table(Path(run_dir))
     overall = next((r for r in types.to_dict("records") if r["qtype"] == "all"), {}) if types is not None else {}
     curves = read_json(Path(run_dir) / "eval" / "curve.json") or {}
     curve = next((c for c in REWARD_CURVES if c in curves), None)
@@ -93,10 +95,14 @@ SHOWN = {"F1 gain": ("ΔF1", "ΔF1 95% low"), "reward rises": ("reward gain",),
          "format kept": ("format before", "format after"), "no guessing": ("types gained by guessing",)}
 
 
-def learning_checks(run_dirs: dict[int, Path], targets: LearningTargets = LearningTargets()) -> pd.DataFrame:
-    """One row per seed (index `seed`): the values and each check in CHECKS (True, False, or None: not measured)."""
-    table = pd.DataFrame.from_dict({seed: seed_checks(d, targets=targets) for seed, d in run_dirs.items()},
-                                   orient="index")
+def learning_checks(run_dirs: dict[int, Path], targets: LearningTargets = LearningTargets(),
+                    type_tables: dict[int, pd.DataFrame | None] | None = None) -> pd.DataFrame:
+    """One row per seed (index `seed`): the values and each check in CHECKS (True, False, or None: not measured).
+    `type_tables`: each seed's per-type table, when the caller has read them already."""
+    type_tables = type_tables or {}
+    table = pd.DataFrame.from_dict(
+        {seed: seed_checks(d, targets=targets, types=type_tables.get(seed)) for seed, d in run_dirs.items()},
+        orient="index")
     table.index.name = "seed"
     return table
 

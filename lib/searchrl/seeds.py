@@ -73,10 +73,12 @@ def run_type_table(run_dir: Path) -> pd.DataFrame | None:
     return type_table(results, before, after, no_search if no_search in results else None).reset_index()
 
 
-def seed_types(run_dirs: dict[int, Path]) -> pd.DataFrame:
-    """Every seed's per-type table stacked, with a `seed` column (empty when no run has one)."""
-    frames = [table.assign(seed=seed) for seed, run_dir in run_dirs.items()
-              if (table := run_type_table(run_dir)) is not None]
+def seed_types(run_dirs: dict[int, Path], type_tables: dict[int, pd.DataFrame | None] | None = None) -> pd.DataFrame:
+    """Every seed's per-type table stacked, with a `seed` column (empty when no run has one). `type_tables`: the
+    tables when the caller has read them already (`run_type_table`)."""
+    if type_tables is None:
+        type_tables = {seed: run_type_table(run_dir) for seed, run_dir in run_dirs.items()}
+    frames = [table.assign(seed=seed) for seed, table in type_tables.items() if table is not None]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -138,9 +140,9 @@ def spread_figure(tables: pd.DataFrame):
     return fig
 
 
-def write_seed_report(run_dirs: dict[int, Path], folder: Path, failed: Sequence[int] = ()) -> pd.DataFrame:
-    """seeds.csv, spread.csv, spread.png, curves.csv, checks.csv, types.csv (when any run has a per-type table) and
-    runs.json in `folder`; returns the spread table."""
+def _seed_report(run_dirs: dict[int, Path], folder: Path, failed: Sequence[int]) -> dict[str, pd.DataFrame]:
+    """Read every run once, write the report files, and return what they hold (spread, curves, types, checks)."""
+    from searchrl.learning_checks import learning_checks
     from searchrl.rundir import save_figure
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -148,32 +150,39 @@ def write_seed_report(run_dirs: dict[int, Path], folder: Path, failed: Sequence[
                                       "failed_seeds": list(failed)})
     tables = seed_tables(run_dirs)
     tables.to_csv(folder / "seeds.csv", index=False)
-    seed_curves(run_dirs).to_csv(folder / "curves.csv", index=False)
-    types = seed_types(run_dirs)
+    curves = seed_curves(run_dirs)
+    curves.to_csv(folder / "curves.csv", index=False)
+    # a folder made before eval/type_table.json is rebuilt from its trajectories (bootstraps): once per run here
+    type_tables = {seed: run_type_table(run_dir) for seed, run_dir in run_dirs.items()}
+    types = seed_types(run_dirs, type_tables)
     if not types.empty:
         types.to_csv(folder / "types.csv", index=False)
-    from searchrl.learning_checks import learning_checks
-
-    learning_checks(run_dirs).to_csv(folder / "checks.csv")
+    checks = learning_checks(run_dirs, type_tables=type_tables)
+    checks.to_csv(folder / "checks.csv")
     table = spread(tables)
     table.to_csv(folder / "spread.csv")
     save_figure(spread_figure(tables), folder / "spread.png")
-    return table
+    return {"spread": table, "curves": curves, "types": types, "checks": checks}
+
+
+def write_seed_report(run_dirs: dict[int, Path], folder: Path, failed: Sequence[int] = ()) -> pd.DataFrame:
+    """seeds.csv, spread.csv, spread.png, curves.csv, checks.csv, types.csv (when any run has a per-type table) and
+    runs.json in `folder`; returns the spread table."""
+    return _seed_report(run_dirs, folder, failed)["spread"]
 
 
 def report_seeds(run_dirs: dict[int, Path], folder: Path, failed: Sequence[int] = ()) -> str:
     """Write the report (`write_seed_report`) and return it as text: the spread per stage, each
     curve's gain per seed, each type's change per seed, the learning checks, and the folder."""
-    table = write_seed_report(run_dirs, folder, failed)
-    from searchrl.learning_checks import format_checks, learning_checks
+    from searchrl.learning_checks import format_checks
 
-    parts = [f"spread over seeds {sorted(run_dirs)}:", format_spread(table)]
-    curves, types = seed_curves(run_dirs), seed_types(run_dirs)
-    if not curves.empty:
-        parts.append(format_curves(curves))
-    if not types.empty:
-        parts.append(format_types(types))
-    parts.append("did RL learn (searchrl/learning_checks.py):\n" + format_checks(learning_checks(run_dirs)))
+    report = _seed_report(run_dirs, folder, failed)
+    parts = [f"spread over seeds {sorted(run_dirs)}:", format_spread(report["spread"])]
+    if not report["curves"].empty:
+        parts.append(format_curves(report["curves"]))
+    if not report["types"].empty:
+        parts.append(format_types(report["types"]))
+    parts.append("did RL learn (searchrl/learning_checks.py):\n" + format_checks(report["checks"]))
     parts.append(f"report: {folder}")
     return "\n".join(parts)
 

@@ -18,20 +18,11 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from searchrl.stats import paired_bootstrap
+from searchrl.evaluate import paired_change
 
 ALL = "all"
 # The overall change once the types flagged as gained by guessing are left out (a row only when any is flagged).
 WITHOUT_GUESSED = "all but guessed types"
-
-
-def _paired(a: pd.DataFrame, b: pd.DataFrame, metric: str = "f1") -> tuple[float, float, float, int]:
-    """(change, low, high, questions) of `metric` from `a` to `b` over the question ids both hold."""
-    shared = sorted(set(a.index) & set(b.index))
-    if not shared:
-        return float("nan"), float("nan"), float("nan"), 0
-    delta, low, high = paired_bootstrap(a.loc[shared, metric].to_numpy(), b.loc[shared, metric].to_numpy())
-    return delta, low, high, len(shared)
 
 
 def _verdict(row: Mapping) -> str:
@@ -68,24 +59,18 @@ def type_table(results: Mapping, before: str, after: str, no_search: str | None 
         if not frame.index.is_unique:
             raise ValueError(f"stage {name!r} holds a question id more than once; the paired intervals need unique ids")
     types = list(dict.fromkeys(list(a["qtype"]) + list(b["qtype"])))
-    rows = {}
-    for qtype in types + [ALL, WITHOUT_GUESSED]:
-        if qtype == WITHOUT_GUESSED:
-            guessed = [t for t in types if rows[t]["gained by guessing"]]
-            if not guessed:
-                break
-            pick = (lambda f, g=tuple(guessed): f[~f["qtype"].isin(g)])
-        else:
-            pick = (lambda f: f) if qtype == ALL else (lambda f, t=qtype: f[f["qtype"] == t])
-        sa, sb = pick(a), pick(b)
-        delta, low, high, n_paired = _paired(sa, sb)
+
+    def row_of(keep) -> dict:
+        """The row of the questions `keep` (a frame -> frame filter) selects, at every stage."""
+        sa, sb = keep(a), keep(b)
+        delta, low, high, n_paired = paired_change(sa["f1"], sb["f1"])
         row = {"n": len(sb), f"F1 {before}": sa["f1"].mean(), f"F1 {after}": sb["f1"].mean(),
                f"searches {before}": sa["searches"].mean(), f"searches {after}": sb["searches"].mean(),
                f"format-valid {after}": sb["format_ok"].astype(float).mean(),
                "ΔF1": delta, "ΔF1 95% low": low, "ΔF1 95% high": high, "questions": n_paired}
         if z is not None:
-            sz = pick(z)
-            gain, g_low, g_high, _ = _paired(sz, sb)
+            sz = keep(z)
+            gain, g_low, g_high, _ = paired_change(sz["f1"], sb["f1"])
             row.update({"F1 no search": sz["f1"].mean(), "search gain": gain, "search gain 95% low": g_low,
                         "search gain 95% high": g_high,
                         # searching must be shown to help for a rise to count as learned search
@@ -93,7 +78,13 @@ def type_table(results: Mapping, before: str, after: str, no_search: str | None 
         else:
             row["gained by guessing"] = None  # unknown: no no-search evaluation
         row["verdict"] = _verdict(row)
-        rows[qtype] = row
+        return row
+
+    rows = {t: row_of(lambda f, t=t: f[f["qtype"] == t]) for t in types}
+    rows[ALL] = row_of(lambda f: f)
+    guessed = tuple(t for t in types if rows[t]["gained by guessing"])
+    if guessed:
+        rows[WITHOUT_GUESSED] = row_of(lambda f: f[~f["qtype"].isin(guessed)])
     table = pd.DataFrame.from_dict(rows, orient="index")
     table.index.name = "qtype"
     return table
