@@ -101,3 +101,19 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def scripted_trainer(policy_path, tokenizer, args, rows, reward_funcs, generator=None):
+    """A SearchGRPOTrainer on `policy_path` with MiniProtocol and FakeRetriever whose rollouts replay `generator`
+    (by default the SEARCH_SCRIPTS, once)."""
+    from searchrl.rollout import RolloutConfig, SearchRollout
+    from searchrl.trainer import SearchGRPOTrainer, prompt_dataset
+
+    protocol = MiniProtocol()
+    trainer = SearchGRPOTrainer(model=str(policy_path), reward_funcs=reward_funcs, args=args,
+                                train_dataset=prompt_dataset(rows, protocol, tokenizer), retriever=FakeRetriever(),
+                                protocol=protocol, processing_class=tokenizer)
+    generator = generator or ScriptedGenerator(tokenizer, SEARCH_SCRIPTS)
+    trainer._engine = SearchRollout(protocol, trainer.retriever, tokenizer, generator,
+                                    RolloutConfig(max_completion_tokens=args.max_completion_length))
+    return trainer

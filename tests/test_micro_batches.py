@@ -6,10 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fakes import SEARCH_SCRIPTS, FakeRetriever, MiniProtocol, ScriptedGenerator
+from fakes import SEARCH_SCRIPTS, scripted_trainer
 from searchrl.config import ConfigError, RunConfig
-from searchrl.rollout import RolloutConfig, SearchRollout
-from searchrl.trainer import SearchGRPOTrainer, prompt_dataset
 from searchrl.trainer.arguments import grpo_args, sft_args
 
 SCRIPTS = SEARCH_SCRIPTS
@@ -27,12 +25,7 @@ def one_step(tmp_path, policy_path, tokenizer, loss_type: str, micro: int, group
     args = grpo_args(cfg, tmp_path / f"{loss_type}-{micro}-{grouped}")
     args.save_strategy = "no"
     rows = [{"id": "q0", "question": "When was Entity1 founded?", "golden_answers": ["1901"], "metadata": {}}]
-    protocol = MiniProtocol()
-    trainer = SearchGRPOTrainer(model=str(policy_path), reward_funcs=[varied_reward], args=args,
-                                train_dataset=prompt_dataset(rows, protocol, tokenizer), retriever=FakeRetriever(),
-                                protocol=protocol, processing_class=tokenizer)
-    trainer._engine = SearchRollout(protocol, trainer.retriever, tokenizer, ScriptedGenerator(tokenizer, SCRIPTS),
-                                    RolloutConfig(max_completion_tokens=96))
+    trainer = scripted_trainer(policy_path, tokenizer, args, rows, [varied_reward])
     if seen is not None:  # records the width of every micro-batch the loss sees
         loss = trainer.compute_loss
 

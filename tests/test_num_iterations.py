@@ -7,10 +7,8 @@ import pandas as pd
 import pytest
 import torch
 
-from fakes import SEARCH_SCRIPTS, FakeRetriever, MiniProtocol, ScriptedGenerator
+from fakes import SEARCH_SCRIPTS, ScriptedGenerator, scripted_trainer
 from searchrl.config import ConfigError, RunConfig
-from searchrl.rollout import RolloutConfig, SearchRollout
-from searchrl.trainer import SearchGRPOTrainer, prompt_dataset
 from searchrl.trainer.arguments import grpo_args
 
 
@@ -38,13 +36,8 @@ def test_two_updates_per_batch_of_rollouts(tmp_path, tiny_policy_path, tokenizer
     args.save_strategy = "no"
     rows = [{"id": f"q{i}", "question": f"When was Entity{i} founded?", "golden_answers": ["1901"], "metadata": {}}
             for i in range(4)]
-    protocol = MiniProtocol()
-    trainer = SearchGRPOTrainer(model=str(tiny_policy_path), reward_funcs=[varied_reward], args=args,
-                                train_dataset=prompt_dataset(rows, protocol, tokenizer), retriever=FakeRetriever(),
-                                protocol=protocol, processing_class=tokenizer)
     generator = Replaying(tokenizer, SEARCH_SCRIPTS)
-    trainer._engine = SearchRollout(protocol, trainer.retriever, tokenizer, generator,
-                                    RolloutConfig(max_completion_tokens=96))
+    trainer = scripted_trainer(tiny_policy_path, tokenizer, args, rows, [varied_reward], generator)
     seen = []
     loss = trainer.compute_loss
 

@@ -205,6 +205,10 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     for that many updates, each clipped against the log-probs the rollouts were sampled with (one extra forward pass
     per batch); rl_steps counts updates, so rl_steps 20 with num_iterations 2 samples 10 batches. More updates per
     CPU minute where rollouts dominate the step."""
+    train_top_layers: int = 0
+    """RL trains only the top N decoder blocks (and the final norm); the embeddings, the output layer and the blocks
+    below stay frozen, so the backward pass stops at the lowest trained block (`searchrl.trainer.freeze`). 0 trains
+    every weight. A speed lever for CPUs, where the backward pass is the largest part of a step; not with use_peft."""
     micro_batch_size: int = 0
     """Sequences per forward and backward pass, for RL rollouts and cold-start examples alike; 0: a whole step at
     once. A smaller value splits each step into micro-batches whose gradients are summed before the one optimizer
@@ -520,7 +524,7 @@ _MINIMUMS: dict[str, float] = {
     "rl_steps": 0, "num_generations": 2, "prompts_per_step": 1, "gradient_accumulation_steps": 1, "beta": 0.0,
     "logging_steps": 1, "save_steps": 1, "stage1_steps": 0, "eval_batch_size": 1, "n_trajectories_shown": 0,
     "world_seed": 0, "world_passage_words": 20, "torch_threads": 0, "reward_kl_coef": 0.0, "train_max_hops": 0,
-    "n_eval_untrained": 0, "micro_batch_size": 0, "num_iterations": 1,
+    "n_eval_untrained": 0, "micro_batch_size": 0, "num_iterations": 1, "train_top_layers": 0,
 }  # fmt: skip
 _POSITIVE = ("learning_rate", "sft_learning_rate", "sft_epochs", "vllm_gpu_memory_utilization", "value_lr")
 
@@ -542,6 +546,9 @@ def _semantic_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     if values["micro_batch_size"] > 0 and step % values["micro_batch_size"]:
         why = f"micro_batch_size must divide prompts_per_step x num_generations = {step}; got {values['micro_batch_size']}"
         problems.append(("micro_batch_size", why))
+    if values["train_top_layers"] and values["use_peft"]:
+        why = "train_top_layers freezes full weights and use_peft trains adapters; choose one (0 with LoRA)"
+        problems.append(("train_top_layers", why))
     url = values["vllm_server_url"]
     if url and not re.match(r"^https?://[^/\s]+", url):
         problems.append(("vllm_server_url",

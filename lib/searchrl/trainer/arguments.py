@@ -49,7 +49,7 @@ def grpo_args(cfg: RunConfig, output_dir: str | Path, *, max_steps: int | None =
         mask_retrieved=cfg.mask_retrieved, advantage_estimator=cfg.advantage_estimator,
         reward_kl_coef=cfg.reward_kl_coef, value_lr=cfg.value_lr, drop_zero_variance=cfg.drop_zero_variance,
         dynamic_sampling=cfg.dynamic_sampling, prompt_selection=cfg.prompt_selection,
-        length_grouped_micro_batches=cfg.length_grouped_micro_batches,
+        length_grouped_micro_batches=cfg.length_grouped_micro_batches, train_top_layers=cfg.train_top_layers,
         rollout_log_dir=str(rollout_log_dir) if rollout_log_dir and cfg.save_train_rollouts else "",
         reward_weights=reward_weights, logging_steps=cfg.logging_steps, save_steps=cfg.save_steps,
         save_strategy="steps", save_total_limit=2, report_to=cfg.report_to, use_vllm=cfg.use_vllm,

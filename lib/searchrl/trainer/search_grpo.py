@@ -31,6 +31,7 @@ from searchrl.rundir import checkpoint_space_problem
 from searchrl.trainer.across_processes import mean_over_processes
 from searchrl.trainer.advantages import ADVANTAGE_ESTIMATORS, AdvantageInputs, gae_advantages
 from searchrl.trainer.dynamic_sampling import concat_batches, informative_groups, take_rows
+from searchrl.trainer.freeze import train_top_blocks
 from searchrl.trainer.health import garble_metrics
 from searchrl.trainer.length_groups import length_grouped
 from searchrl.trainer.memorization import (
@@ -110,6 +111,9 @@ class SearchGRPOConfig(GRPOConfig):
         default="", metadata={"help": "Write every scored training rollout (question, completion, searches, rewards, "
                                       "advantage) to <dir>/step-NNNN.jsonl (searchrl.trainer.rollout_log); empty: "
                                       "off."})
+    train_top_layers: int = field(
+        default=0, metadata={"help": "Train only the top N decoder blocks and the final norm; 0: every weight "
+                                     "(searchrl.trainer.freeze)."})
     prompt_selection: str = field(
         default="uniform", metadata={"help": "uniform (TRL's shuffled order); informative: draw questions by how "
                                              "often their type gave informative groups so far; stratified: the "
@@ -186,6 +190,11 @@ class SearchGRPOTrainer(GRPOTrainer):
                                  mini_batch_size=args.critic_mini_batch_size,
                                  micro_batch_size=args.per_device_train_batch_size,
                                  max_grad_norm=args.max_grad_norm, seed=args.seed)
+        if args.train_top_layers:
+            # After the critic's copy of the body (which trains in full); the optimizer, built in train(), takes
+            # only the weights that still need gradients.
+            trained, total = train_top_blocks(self.accelerator.unwrap_model(self.model), args.train_top_layers)
+            print(f"train_top_layers {args.train_top_layers}: training {trained:,} of {total:,} weights")
         self.selection = SelectionRecord()  # which questions gave informative groups (prompt_selection)
         self.memorizer: Memorizer | None = None
         self._memorization_candidates: list = []  # this generation batch's correct searched rollouts
