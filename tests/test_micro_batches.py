@@ -6,11 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fakes import SEARCH_SCRIPTS, scripted_trainer
+from fakes import scripted_trainer
 from searchrl.config import ConfigError, RunConfig
 from searchrl.trainer.arguments import grpo_args, sft_args
-
-SCRIPTS = SEARCH_SCRIPTS
 
 
 def varied_reward(prompts, completions, **kwargs):
