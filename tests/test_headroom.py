@@ -106,5 +106,11 @@ def test_query_reach_counts_hops_whose_fact_passage_is_in_the_top_k() -> None:
     bm25 = make_retriever("bm25", world.corpus)
     one, three = query_reach(world, rows, bm25, 1), query_reach(world, rows, bm25, 3)
     assert (three["form 1"] >= one["form 1"]).all() and 0 < one.loc[ALL, "form 1"] <= 1
+    # one search at the deepest k gives each shallower k's table exactly
+    from searchrl.headroom import query_reach_at
+
+    at = query_reach_at(world, rows, bm25, [1, 3])
+    pd.testing.assert_frame_equal(at[1], one)
+    pd.testing.assert_frame_equal(at[3], three)
     with pytest.raises(ValueError, match="k must be"):
         query_reach(world, rows, bm25, 0)

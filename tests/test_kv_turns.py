@@ -213,3 +213,64 @@ def test_common_prefix_length():
     assert common_prefix_length([[5, 1], [1, 5]]) == 0
     assert common_prefix_length([[7, 8, 9]]) == 3
     assert common_prefix_length([]) == 0
+
+
+def test_the_sampler_takes_one_temperature_per_row(tiny_policy):
+    model, tokenizer = tiny_policy
+    logits = torch.zeros(2, 8)
+    logits[:, :4] = torch.tensor([3.0, 2.0, 1.0, 0.0])
+    gen = HFTurnGenerator(model, tokenizer, STOPS, temperature=1.0)
+    torch.manual_seed(0)
+    draws = torch.stack([gen.sample(logits, [1e-4, 100.0]) for _ in range(4000)])
+    assert (draws[:, 0] == 0).all()  # nearly greedy
+    spread = torch.bincount(draws[:, 1], minlength=8).double() / 4000
+    assert torch.allclose(spread, torch.full((8,), 1 / 8, dtype=torch.double), atol=0.03)  # nearly uniform
+
+
+class _Scripted:
+    """A sampler that writes a fixed text on every row and records the temperatures it was asked to use."""
+
+    temperature = 0.5
+
+    def __init__(self, ids):
+        self.ids, self.step, self.asked = ids, 0, []
+
+    def __call__(self, logits, temperatures=None):
+        self.asked.append(temperatures)
+        token = self.ids[min(self.step, len(self.ids) - 1)]
+        self.step += 1
+        return torch.full((logits.size(0),), token, dtype=torch.long)
+
+
+@pytest.mark.parametrize("forced", [False, True], ids=["own-opener", "forced-opener"])
+def test_the_query_span_is_sampled_at_query_temperature(tiny_policy, forced):
+    model, tokenizer = tiny_policy
+    gen = HFTurnGenerator(model, tokenizer, STOPS, temperature=0.5, query_span=("<search>", "</search>"),
+                          query_temperature=1.5)
+    assert gen.kv is not None and gen.kv.query_span == ("<search>", "</search>")
+    prompt = tokenizer("Question: where? <search>" if forced else "Question: where?", add_special_tokens=False)
+    text = " capital of France </search> more" if forced else " I need a fact. <search> capital of France </search>"
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    gen.kv.sample = scripted = _Scripted(ids)
+    out = gen.generate_turn([prompt["input_ids"]] * 2, [len(ids) + 5] * 2)
+    assert out[0].finish == "stop" and tokenizer.decode(out[0].token_ids).endswith("</search>")
+    # Token k is drawn hot exactly when the text before it holds an unclosed opener.
+    before = prompt["input_ids"][-gen.kv.tail_tokens:] if forced else []
+    want = [[1.5, 1.5] if "<search>" in tokenizer.decode(before + ids[:k]) else [0.5, 0.5]
+            for k in range(len(out[0].token_ids))]
+    assert scripted.asked == want
+    assert any(t == [0.5, 0.5] for t in want) != forced and any(t == [1.5, 1.5] for t in want)
+
+
+def test_query_temperature_applies_only_where_it_can(tiny_policy):
+    model, tokenizer = tiny_policy
+    span = ("<search>", "</search>")
+    rollout = RolloutConfig(temperature=0.7, query_temperature=1.3)
+    # Evaluation names no span, and greedy decoding has no temperature: both sample as before.
+    assert HFTurnGenerator.from_rollout(model, tokenizer, STOPS, rollout).kv.query_span is None
+    assert HFTurnGenerator.from_rollout(model, tokenizer, STOPS, rollout, greedy=True, query_span=span).kv.query_span is None
+    assert HFTurnGenerator.from_rollout(model, tokenizer, STOPS, rollout, query_span=span).kv.query_span == span
+    with pytest.raises(ValueError, match="cached generator"):
+        HFTurnGenerator.from_rollout(model, tokenizer, STOPS, rollout, reuse_cache=False, query_span=span)
+    with pytest.raises(ValueError, match="query_temperature"):
+        RolloutConfig(query_temperature=-1.0)

@@ -147,6 +147,19 @@ def test_only_the_trainers_engine_forces_searches(tmp_path, tiny_policy_path, to
     assert not SearchRollout(protocol, FakeRetriever(), tokenizer, None, args.rollout).explore
 
 
+def test_the_trainers_engine_samples_queries_at_query_temperature(tmp_path, tiny_policy_path, tokenizer):
+    rows = [{"id": "q0", "question": "When was Entity1 founded?", "golden_answers": ["1901"], "metadata": {}}]
+    protocol = MiniProtocol()
+    args = SearchGRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=4,
+                            use_cpu=True, bf16=False, report_to="none", max_steps=1, save_strategy="no",
+                            rollout=RolloutConfig(max_completion_tokens=96, temperature=0.7, query_temperature=1.2))
+    trainer = SearchGRPOTrainer(model=str(tiny_policy_path), reward_funcs=[varied_reward], args=args,
+                                train_dataset=prompt_dataset(rows, protocol, tokenizer), retriever=FakeRetriever(),
+                                protocol=protocol, processing_class=tokenizer)
+    kv = trainer.engine.generator.kv
+    assert kv.query_span == (protocol.query_open, protocol.query_close) and kv.query_temperature == 1.2
+
+
 def test_forced_text_stays_out_of_the_loss_when_retrieved_tokens_are_trained():
     from searchrl.rollout.engine import Trajectory
     from searchrl.trainer.search_grpo import _only_forced_masked

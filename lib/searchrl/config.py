@@ -209,8 +209,9 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     """RL trains only the top N decoder blocks (and the final norm); the embeddings, the output layer and the blocks
     below stay frozen, so the backward pass stops at the lowest trained block (`searchrl.trainer.freeze`). 0 trains
     every weight. A speed lever for CPUs, where the backward pass is the largest part of a step; not with use_peft.
-    It also learns less: on lever X's recipe the top 10 of 30 blocks at lr 1e-5 left half the greedy answers
-    unchanged after 20 steps, and at 3e-5 did not learn X's per-type search choice (outputs/LOG.md, 2026-11-27)."""
+    It may learn less (one seed per setting so far, a direction rather than a result): on lever X's recipe the top
+    10 of 30 blocks at lr 1e-5 left half the greedy answers unchanged after 20 steps, and at 3e-5 did not learn X's
+    per-type search choice (outputs/LOG.md, 2026-11-27)."""
     micro_batch_size: int = 0
     """Sequences per forward and backward pass, for RL rollouts and cold-start examples alike; 0: a whole step at
     once. A smaller value splits each step into micro-batches whose gradients are summed before the one optimizer

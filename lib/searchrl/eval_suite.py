@@ -42,12 +42,12 @@ class SyntheticBenchmark:
 
     @classmethod
     def from_config(cls, cfg: RunConfig) -> SyntheticBenchmark:
-        from searchrl.data.synthetic import make_world
-        from searchrl.experiment import balanced_take
+        from searchrl.data.synthetic import world_of
+        from searchrl.experiment import held_out_rows
 
-        world = make_world(seed=cfg.world_seed, n_entities=cfg.world_entities, words_per_passage=cfg.world_passage_words)
-        return cls(rows=balanced_take(world.splits[cfg.eval_split], cfg.n_eval, None, cfg.seed + 1),
-                   corpus=world.corpus)
+        # The run's own world and held-out questions (the same for every training seed, so seeds pair up).
+        world = world_of(cfg)
+        return cls(rows=held_out_rows(world.splits[cfg.eval_split], cfg), corpus=world.corpus)
 
     def summary(self) -> dict[str, Any]:
         return {"name": self.name, "questions": len(self.rows), "corpus_passages": len(self.corpus),

@@ -58,6 +58,13 @@ def balanced_take(rows: list, n: int, types: list[str] | None = None, seed: int 
     return out
 
 
+def held_out_rows(rows: list, cfg: RunConfig) -> list:
+    """The run's `n_eval` evaluation questions out of `rows`, balanced over types. They depend on the data
+    (world_seed), never on the training seed, so runs over seeds and an ablation's arms are scored on the same
+    questions and can be paired question by question."""
+    return balanced_take(rows, cfg.n_eval, None, cfg.world_seed + 1)
+
+
 class Experiment:
     """Everything one run needs, built from a validated `RunConfig`."""
 
@@ -94,10 +101,9 @@ class Experiment:
     def _load_data(self):
         cfg = self.cfg
         if cfg.dataset == "synthetic":
-            from searchrl.data.synthetic import make_world
+            from searchrl.data.synthetic import world_of
 
-            world = make_world(seed=cfg.world_seed, n_entities=cfg.world_entities,
-                               words_per_passage=cfg.world_passage_words, knowledge=cfg)
+            world = world_of(cfg)
             self.world = world
             train, evaluation, corpus = world.splits["train"], world.splits[cfg.eval_split], world.corpus
         else:
@@ -110,9 +116,7 @@ class Experiment:
             cut = max(1, len(rows) - cfg.n_eval)
             train, evaluation, corpus = rows[:cut], rows[cut:], load_corpus(cfg.corpus)
         train = balanced_take(train, cfg.n_train, cfg.train_question_types or None, cfg.seed, cfg.train_max_hops)
-        # The held-out questions depend on the data (world_seed), never on the training seed, so runs over seeds
-        # and an ablation's arms are scored on the same questions and can be paired question by question.
-        evaluation = balanced_take(evaluation, cfg.n_eval, None, cfg.world_seed + 1)
+        evaluation = held_out_rows(evaluation, cfg)
         if not train or not evaluation:
             raise ValueError(f"no questions left after filtering: {len(train)} train, {len(evaluation)} eval "
                              f"(train_question_types={cfg.train_question_types}, "

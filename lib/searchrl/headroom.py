@@ -79,26 +79,39 @@ def query_reach(world, rows: Sequence[Mapping], retriever, k: int) -> pd.DataFra
     each templated query phrasing of the cold start (`QUERY_FORMS`), the share of hops whose fact passage is among
     the retriever's top `k`; "chain: form 1" is the share of questions all of whose hops the first phrasing reaches.
     """
+    return query_reach_at(world, rows, retriever, [k])[k]
+
+
+def query_reach_at(world, rows: Sequence[Mapping], retriever, ks: Sequence[int]) -> dict[int, pd.DataFrame]:
+    """`query_reach` at each of `ks`, from one search per phrasing at the largest k (a top k is the head of a
+    deeper ranking)."""
     from searchrl.data.synthetic.trajectories import QUERY_FORMS, hop_plan
 
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
+    if not ks or min(ks) < 1:
+        raise ValueError(f"k must be >= 1, got {list(ks)}")
+    depth = max(ks)
     by_name = {e.name: e for e in world.entities}
-    per_hop: list[dict] = []
+    per_hop: list[dict] = []  # rank of the fact passage per phrasing (depth: not found)
     for row in rows:
         hops = hop_plan(row)
         if hops is None:
             raise ValueError(f"row {row.get('id')} records no hop plan: query_reach needs synthetic-world questions")
         for hop in hops:
             target = by_name[hop.subject].fact_docs[hop.key]
-            found = retriever.search([form.format(s=hop.subject) for form in QUERY_FORMS[hop.key]], k)
-            per_hop.append({"id": row["id"], "qtype": row["metadata"]["type"],
-                            **{f"form {i + 1}": target in [d.id for d in docs] for i, docs in enumerate(found)}})
+            found = retriever.search([form.format(s=hop.subject) for form in QUERY_FORMS[hop.key]], depth)
+            ranks = {}
+            for i, docs in enumerate(found):
+                ids = [d.id for d in docs]
+                ranks[f"form {i + 1}"] = ids.index(target) if target in ids else depth
+            per_hop.append({"id": row["id"], "qtype": row["metadata"]["type"], **ranks})
     if not per_hop:
         raise ValueError("no rows given")
-    hops = pd.DataFrame(per_hop)
-    forms = [c for c in hops.columns if c.startswith("form ")]
+    ranks = pd.DataFrame(per_hop)
+    forms = [c for c in ranks.columns if c.startswith("form ")]
+    return {k: _reach_table(ranks.assign(**{c: ranks[c] < k for c in forms}), forms) for k in ks}
 
+
+def _reach_table(hops: pd.DataFrame, forms: list[str]) -> pd.DataFrame:
     def row_of(frame: pd.DataFrame) -> dict:
         chains = frame.groupby("id")["form 1"].all()
         return {"hops": len(frame), **{c: frame[c].astype(float).mean() for c in forms},
@@ -115,13 +128,18 @@ def run_headroom(run_dir: str | Path, stage: str = "after_cold_start", max_searc
     """`headroom` of one stage of a run folder: its `trajectories/<stage>.jsonl`, with the budget from its
     params.yaml unless `max_searches` is given."""
     run_dir = Path(run_dir)
+    records = _stage_records(run_dir, stage)
+    if max_searches is None:
+        max_searches = int(_params(run_dir)["max_searches"])
+    return headroom(records, max_searches)
+
+
+def _stage_records(run_dir: Path, stage: str) -> pd.DataFrame:
     path = run_dir / "trajectories" / f"{stage}.jsonl"
     if not path.is_file():
         have = sorted(p.stem for p in (run_dir / "trajectories").glob("*.jsonl"))
         raise FileNotFoundError(f"{path} does not exist; stages with records here: {', '.join(have) or 'none'}")
-    if max_searches is None:
-        max_searches = int(_params(run_dir)["max_searches"])
-    return headroom(pd.read_json(path, lines=True), max_searches)
+    return pd.read_json(path, lines=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -141,9 +159,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "of hops whose templated query finds the fact's passage in the top K")
     args = parser.parse_args(argv)
     try:
-        tables = {"headroom": run_headroom(args.run, args.stage, args.max_searches)}
+        records = _stage_records(args.run, args.stage)
+        budget = args.max_searches if args.max_searches is not None else int(_params(args.run)["max_searches"])
+        tables = {"headroom": headroom(records, budget)}
         if args.query_reach:
-            tables["query-reach"] = run_query_reach(args.run, args.query_reach, args.stage)
+            tables["query-reach"] = run_query_reach(args.run, args.query_reach, args.stage, ids=set(records["id"]))
     except (FileNotFoundError, KeyError, ValueError) as err:
         parser.error(str(err))
     for name, table in tables.items():
@@ -156,23 +176,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def run_query_reach(run_dir: str | Path, ks: Sequence[int], stage: str = "after_cold_start") -> pd.DataFrame:
-    """`query_reach` at each of `ks` for the questions of one stage of a synthetic-world run folder: the world and
-    retriever are rebuilt from its params.yaml. Columns are prefixed "top <k>: "."""
+def run_query_reach(run_dir: str | Path, ks: Sequence[int], stage: str = "after_cold_start",
+                    ids: set[str] | None = None) -> pd.DataFrame:
+    """`query_reach` at each of `ks` for the questions of one stage of a synthetic-world run folder (or the question
+    `ids` given): the world and retriever are rebuilt from its params.yaml. Columns are prefixed "top <k>: "."""
     from searchrl.config import RunConfig
-    from searchrl.data.synthetic import make_world
+    from searchrl.data.synthetic import world_of
     from searchrl.retrieval import make_retriever
 
     run_dir = Path(run_dir)
     cfg = RunConfig.from_params(_params(run_dir))
     if cfg.dataset != "synthetic":
         raise ValueError(f"{run_dir} ran on {cfg.dataset!r}: query reach needs the synthetic world's hop plans")
-    world = make_world(seed=cfg.world_seed, n_entities=cfg.world_entities, words_per_passage=cfg.world_passage_words,
-                       knowledge=cfg)
+    world = world_of(cfg)
     retriever = make_retriever(cfg.retriever, world.corpus)
-    ids = set(pd.read_json(run_dir / "trajectories" / f"{stage}.jsonl", lines=True)["id"])
+    if ids is None:
+        ids = set(_stage_records(run_dir, stage)["id"])
     rows = [row for split in world.splits.values() for row in split if row["id"] in ids]
-    tables = [query_reach(world, rows, retriever, k).add_prefix(f"top {k}: ") for k in ks]
+    tables = [table.add_prefix(f"top {k}: ") for k, table in query_reach_at(world, rows, retriever, ks).items()]
     table = pd.concat(tables, axis=1)
     return table.loc[:, ~table.columns.str.endswith(": hops") | (table.columns == f"top {ks[0]}: hops")]
 
@@ -186,7 +207,7 @@ def _params(run_dir: Path) -> dict:
     return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
 
 
-__all__ = ["headroom", "query_reach", "run_headroom", "run_query_reach"]
+__all__ = ["headroom", "query_reach", "query_reach_at", "run_headroom", "run_query_reach"]
 
 
 if __name__ == "__main__":

@@ -49,6 +49,13 @@ class RolloutConfig:
     """Sampling temperature of training rollouts (0: greedy). Evaluation decodes greedily unless told otherwise."""
     top_p: float = 1.0
     """Nucleus sampling: sample from the smallest set of tokens whose probability reaches top_p (1: all)."""
+    query_temperature: float = 0.0
+    """Training rollouts only: sampling temperature inside a search query (from the protocol's query opener to its
+    close tag); 0: the same as `temperature`. At temperature 0.7 a group of rollouts writes nearly the same query
+    and retrieves the same passages, so GRPO never compares phrasings; a hotter query span varies what a group
+    retrieves while the reasoning and the answer stay as cool as before. The loss still scores those tokens at
+    `temperature`: they are exploration, sampled a little off the policy. Needs the cached transformers generator
+    (the CPU path); vLLM and the uncached generator refuse it. Not from the papers."""
     forced_searches: int = 0
     """Training rollouts only (evaluation never forces): every other rollout of a batch that closes an answer
     having searched fewer than this many times loses the answer tag and what follows, and gets the query opener
@@ -77,8 +84,8 @@ class RolloutConfig:
 
 # Inclusive lower bounds of the numeric settings.
 _MINIMUMS = {"max_searches": 0, "top_k": 1, "max_turn_tokens": 0, "max_completion_tokens": 1, "max_query_chars": 1,
-             "temperature": 0.0, "retriever_timeout_s": 0.0, "retriever_retries": 0, "retriever_backoff_s": 0.0,
-             "retriever_outage_s": 0.0, "forced_searches": 0}
+             "temperature": 0.0, "query_temperature": 0.0, "retriever_timeout_s": 0.0, "retriever_retries": 0,
+             "retriever_backoff_s": 0.0,             "retriever_outage_s": 0.0, "forced_searches": 0}
 
 
 def rollout_problems(values: Any) -> list[tuple[str, str]]:

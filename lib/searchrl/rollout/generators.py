@@ -28,10 +28,13 @@ class Sampler:
             return {"do_sample": False}
         return {"do_sample": True, "temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k}
 
-    def __call__(self, logits: torch.Tensor) -> torch.Tensor:
+    def __call__(self, logits: torch.Tensor, temperatures: list[float] | None = None) -> torch.Tensor:
+        """`temperatures`: one per row, in place of the sampler's own (a hotter query span, `kv_turns`)."""
         if self.greedy:
             return logits.argmax(dim=-1)
-        if self.temperature != 1.0:
+        if temperatures is not None:
+            logits = logits / torch.tensor(temperatures, dtype=logits.dtype, device=logits.device).unsqueeze(-1)
+        elif self.temperature != 1.0:
             logits = logits / self.temperature
         k = self.top_k
         if k and k < logits.size(-1):
@@ -64,12 +67,22 @@ class HFTurnGenerator:
         return super().__new__(chosen)
 
     def __init__(self, model, tokenizer, stop_strings: list[str], *, temperature: float = 1.0, top_p: float = 1.0,
-                 top_k: int | None = None, greedy: bool = False, reuse_cache: bool = True):
+                 top_k: int | None = None, greedy: bool = False, reuse_cache: bool = True,
+                 query_span: tuple[str, str] | None = None, query_temperature: float = 0.0):
         from transformers import StoppingCriteriaList, StopStringCriteria
 
         self.model, self.tokenizer = model, tokenizer
         self.stop_strings = list(stop_strings)
         self.sample = Sampler(temperature=temperature, top_p=top_p, top_k=top_k, greedy=greedy)
+        # A hotter query span (RolloutConfig.query_temperature) applies where the caller names the span (training
+        # does; evaluation does not); it is sampled token by token, so only the cached generator, whose decode
+        # loop is ours, can do it. Greedy decoding has no temperature to change.
+        hot = query_span is not None and query_temperature > 0 and not self.sample.greedy
+        self.query_span, self.query_temperature = (query_span if hot else None), query_temperature
+        if self.query_span is not None and type(self) is HFTurnGenerator:
+            raise ValueError("query_temperature needs the cached generator (one `generate` call per turn samples "
+                             "every token at one temperature); this model's cache cannot be reused, so set "
+                             "query_temperature 0")
         # Building the criterion scans the vocabulary; doing it once per generator keeps turns cheap.
         self.criteria = StoppingCriteriaList([StopStringCriteria(tokenizer, self.stop_strings)]) if stop_strings else None
         eos = model.generation_config.eos_token_id if model.generation_config is not None else None
@@ -80,10 +93,13 @@ class HFTurnGenerator:
 
     @classmethod
     def from_rollout(cls, model, tokenizer, stop_strings: list[str], rollout: RolloutConfig, *, greedy: bool = False,
-                     reuse_cache: bool = True, top_k: int | None = None) -> HFTurnGenerator:
-        """A generator sampling as `rollout` says (or greedily); `top_k` is a sampling top-k (TRL's, when training)."""
+                     reuse_cache: bool = True, top_k: int | None = None,
+                     query_span: tuple[str, str] | None = None) -> HFTurnGenerator:
+        """A generator sampling as `rollout` says (or greedily); `top_k` is a sampling top-k (TRL's, when training);
+        `query_span` (the protocol's query opener and close tag) is where `rollout.query_temperature` applies."""
         return cls(model, tokenizer, stop_strings, temperature=rollout.temperature, top_p=rollout.top_p, top_k=top_k,
-                   greedy=greedy, reuse_cache=reuse_cache)
+                   greedy=greedy, reuse_cache=reuse_cache, query_span=query_span,
+                   query_temperature=rollout.query_temperature)
 
     def reset(self) -> None:
         """Nothing is kept between turns here."""
@@ -129,7 +145,8 @@ class CachedHFTurnGenerator(HFTurnGenerator):
         if not kv_reuse_supported(model):
             raise ValueError(f"{type(model).__name__}'s cache cannot hold holes (sliding window or hybrid layers); "
                              "use HFTurnGenerator(..., reuse_cache=False)")
-        self.kv = KVTurns(model, tokenizer, self.stop_strings, self.eos_ids, self.pad_id, self.sample)
+        self.kv = KVTurns(model, tokenizer, self.stop_strings, self.eos_ids, self.pad_id, self.sample,
+                          query_span=self.query_span, query_temperature=self.query_temperature)
 
     def reset(self) -> None:
         """Forget the cached rollout (weights may have changed since)."""

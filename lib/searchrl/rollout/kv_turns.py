@@ -74,12 +74,16 @@ class KVTurns:
     change between rollouts, so a cache must never outlive one.
     """
 
-    def __init__(self, model, tokenizer, stop_strings: list[str], eos_ids: set[int], pad_id: int, sample):
+    def __init__(self, model, tokenizer, stop_strings: list[str], eos_ids: set[int], pad_id: int, sample, *,
+                 query_span: tuple[str, str] | None = None, query_temperature: float = 0.0):
         self.model, self.tokenizer = model, tokenizer
         self.stop_strings = list(stop_strings)
         self.eos_ids, self.pad_id, self.sample = set(eos_ids), pad_id, sample
-        # A stop string is found in the decoded tail of the turn; the tail must span the longest tag's tokens.
-        lengths = [len(tokenizer(s, add_special_tokens=False)["input_ids"]) for s in self.stop_strings]
+        # With a query span, rows inside an open query sample at query_temperature, the rest at the sampler's own.
+        self.query_span, self.query_temperature = query_span, query_temperature
+        # A tag is found in the decoded tail of the turn; the tail must span the longest tag's tokens.
+        tags = self.stop_strings + list(query_span or ())
+        lengths = [len(tokenizer(s, add_special_tokens=False)["input_ids"]) for s in tags]
         self.tail_tokens = max(lengths, default=1) + 4
         # Only the last position's logits are needed; a PEFT wrapper passes the argument on to its base model.
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
@@ -109,9 +113,9 @@ class KVTurns:
         self.prefilled_tokens += sum(len(s) for s in suffixes)
         return logits
 
-    def _sample(self, logits: torch.Tensor) -> list[int]:
+    def _sample(self, logits: torch.Tensor, temperatures: list[float] | None = None) -> list[int]:
         started = time.perf_counter()
-        tokens = self.sample(logits).tolist()
+        tokens = (self.sample(logits) if temperatures is None else self.sample(logits, temperatures)).tolist()
         self.stats["sample_s"] += time.perf_counter() - started
         return tokens
 
@@ -129,6 +133,18 @@ class KVTurns:
             if any(s in tail for s in self.stop_strings):
                 return "stop"
         return "length" if len(turn) >= budget else None
+
+    def _in_query(self, ids: list[int]) -> bool:
+        """Whether the text of `ids` ends inside an open query (its last opener not yet closed)."""
+        opener, close = self.query_span
+        tail = self.tokenizer.decode(ids[-self.tail_tokens:], skip_special_tokens=False)
+        return opener in tail and tail.rfind(opener) > tail.rfind(close)
+
+    def _temperatures(self, rows: list[int], in_query: list[bool]) -> list[float] | None:
+        if self.query_span is None:
+            return None
+        base = self.sample.temperature
+        return [self.query_temperature if in_query[i] else base for i in rows]
 
     # ---- one turn (TurnGenerator) ------------------------------------------------------------------------------
 
@@ -192,12 +208,16 @@ class KVTurns:
         batch, parked = self.batch, []
         turns: list[list[int]] = [[] for _ in sequences]
         finish: list[str | None] = [None] * len(sequences)
+        # A turn may open inside a query (a forced search appends the opener); the close tag ends the turn.
+        in_query = [self._in_query(seq) for seq in sequences] if self.query_span else [False] * len(sequences)
         for _ in range(max(max_new_tokens)):
-            tokens = self._sample(logits)
+            tokens = self._sample(logits, self._temperatures(batch.rows, in_query))
             for i, tok in zip(batch.rows, tokens):
                 if finish[i] is None:
                     turns[i].append(tok)
                     finish[i] = self._finish(turns[i], max_new_tokens[i])
+                    if self.query_span and not in_query[i]:
+                        in_query[i] = self._in_query(turns[i])
             live = [finish[i] is None for i in batch.rows]
             if not any(live):
                 break

@@ -135,6 +135,9 @@ class SearchGRPOConfig(GRPOConfig):
         if self.rollout.temperature <= 0:
             raise ValueError("training samples its rollouts: rollout.temperature must be > 0 (greedy decoding is "
                              "for evaluation)")
+        if self.use_vllm and self.rollout.query_temperature > 0:
+            raise ValueError("rollout.query_temperature is sampled by the cached transformers generator only; with "
+                             "vLLM set it to 0")
         super().__post_init__()
         ADVANTAGE_ESTIMATORS.get(self.advantage_estimator)  # unknown names fail here, with the nearest one
         if not (0 < self.gae_gamma <= 1 and 0 <= self.gae_lambda <= 1):
@@ -239,7 +242,9 @@ class SearchGRPOTrainer(GRPOTrainer):
             else:
                 # top_k here is TRL's sampling top-k; documents per search are rollout.top_k.
                 generator = HFTurnGenerator.from_rollout(self.accelerator.unwrap_model(self.model), tokenizer,
-                                                         self.protocol.stop_strings, rollout, top_k=self.args.top_k)
+                                                         self.protocol.stop_strings, rollout, top_k=self.args.top_k,
+                                                         query_span=(self.protocol.query_open,
+                                                                     self.protocol.query_close))
             collective = self.use_vllm and self.accelerator.num_processes > 1
             self._engine = SearchRollout(self.protocol, self.retriever, tokenizer, generator, rollout,
                                          collective=collective, explore=True)

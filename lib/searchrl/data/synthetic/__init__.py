@@ -7,7 +7,7 @@ invented from syllables so that no model can answer from memory. `make_world()` 
 from searchrl.data.synthetic.entities import ENTITY_KINDS, RELATIONS, Entity
 from searchrl.data.synthetic.knowledge import KnowledgeConfig
 from searchrl.data.synthetic.questions import QUESTION_TYPES
-from searchrl.data.synthetic.world import SPLITS, World, make_world
+from searchrl.data.synthetic.world import SPLITS, World, make_world, world_of
 
 __all__ = ["ENTITY_KINDS", "QUESTION_TYPES", "RELATIONS", "SPLITS", "Entity", "KnowledgeConfig", "World",
-           "make_world"]
+           "make_world", "world_of"]

@@ -126,6 +126,14 @@ class World:
         return digest.hexdigest()
 
 
+def world_of(cfg) -> World:
+    """The synthetic world a run's settings describe (a `RunConfig`: world_seed, world_entities,
+    world_passage_words and the knowledge split). Every place that rebuilds a run's world calls this, so that they
+    all build the same one."""
+    return make_world(seed=cfg.world_seed, n_entities=cfg.world_entities, words_per_passage=cfg.world_passage_words,
+                      knowledge=cfg)
+
+
 def make_world(
     seed: int = 0,
     n_entities: int = 300,
