@@ -244,6 +244,28 @@ def test_support_recall_pays_for_each_supporting_passage_found():
         score("support_recall", completions, doc_ids=doc_ids, supporting_ids=supporting, opts={"value": 0.0})
 
 
+def test_needs_support_scores_an_answer_without_its_evidence_as_wrong():
+    completions = [answer("Paris")] * 4
+    golden = [["Paris"]] * 4
+    doc_ids = [[["a"], ["b"]], [["a"]], [], [["z"]]]
+    supporting = [["a", "b"], ["a", "b"], ["a"], []]
+    # evidence complete; half of it; none; a row naming no supporting passages is not gated
+    gated = {"needs_support": True}
+    assert score("em_pm1", completions, golden, doc_ids=doc_ids, supporting_ids=supporting,
+                 opts=gated) == [1.0, -1.0, -1.0, 1.0]
+    assert score("f1", completions, golden, doc_ids=doc_ids, supporting_ids=supporting, opts=gated) == [1, 0, 0, 1]
+    assert score("em_pm1", completions, golden) == [1.0] * 4  # off by default, and then needs no columns
+    with pytest.raises(ValueError, match="supporting_ids"):
+        score("em", completions, golden, doc_ids=doc_ids, opts=gated)
+    # the group reward judges correctness the same way: a guess that found nothing is not the fewest-search answer
+    group = score("group_r1spp", completions, golden, prompts=["q"] * 4, num_searches=[2, 1, 0, 1],
+                  doc_ids=doc_ids, supporting_ids=supporting, opts={"correct_by": "em", "needs_support": True})
+    ungated = score("group_r1spp", completions, golden, prompts=["q"] * 4, num_searches=[2, 1, 0, 1],
+                    opts={"correct_by": "em"})
+    assert group[2] == 0.0 and ungated[2] > 0  # the 0-search guess earns the bonus only ungated
+    assert group[3] > 0 and group[0] == 0.0  # gated, the fewest-search supported answers are row 3's (1 search)
+
+
 def test_excess_search_penalty_costs_only_searches_beyond_the_hops():
     one, two = searched("q1", "d", answer("x")), searched("q1", "d", searched("q2", "e", answer("x")))
     three = searched("q1", "d", searched("q2", "e", searched("q3", "f", answer("x"))))

@@ -7,6 +7,12 @@
 - R1-Searcher++ eq. 4: cover-EM that counts as wrong when the answer exceeds 10 words (`cem_10w`).
 
 A completion without an answer scores like a wrong answer: 0, or -1 for the +-1 variants.
+
+Option `needs_support` (not from the papers): an answer counts only when every supporting passage of its question
+was retrieved (the `supporting_ids` column, as `support_recall` reads it); otherwise it scores as wrong. A right
+answer without its evidence is a guess, and on a question that names its candidates (a comparison between two
+names) a guess wins half the time; gated, guessing earns nothing, so such questions can join the training mix.
+Rows that name no supporting passages are not gated.
 """
 
 from __future__ import annotations
@@ -16,8 +22,9 @@ from typing import Any
 from searchrl.protocols.base import SearchProtocol
 
 from .base import REWARDS, RewardFunction, RewardSpec
-from .inputs import Sample
+from .inputs import Sample, column
 from .metrics import cover_exact_match, exact_match, f1_score, word_count
+from .search_count import support_recall
 
 METRICS = {"em": exact_match, "cem": cover_exact_match, "f1": f1_score}
 
@@ -34,6 +41,7 @@ class AnswerReward(RewardFunction):
         plus_minus_one: bool = False,
         max_words: int | None = None,
         whole_words: bool = True,
+        needs_support: bool = False,
     ) -> None:
         super().__init__(name, protocol)
         if metric not in METRICS:
@@ -46,6 +54,7 @@ class AnswerReward(RewardFunction):
         self.plus_minus_one = plus_minus_one
         self.max_words = max_words
         self.whole_words = whole_words
+        self.needs_support = needs_support
 
     def score_answer(self, answer: str | None, golden_answers: list[str]) -> float:
         """The reward of one answer (None: no answer found)."""
@@ -60,7 +69,16 @@ class AnswerReward(RewardFunction):
         return value
 
     def score(self, samples: list[Sample], prompts: list[Any] | None, kwargs: dict[str, Any]) -> list[float | None]:
-        return [self.score_answer(s.parsed.answer, s.golden_answers) for s in samples]
+        if not self.needs_support:
+            return [self.score_answer(s.parsed.answer, s.golden_answers) for s in samples]
+        supporting = column(kwargs, "supporting_ids", len(samples), self.__name__)
+        retrieved = column(kwargs, "doc_ids", len(samples), self.__name__)
+        out = []
+        for s, support, ids in zip(samples, supporting, retrieved):
+            recall = support_recall(ids or [], list(support or []))
+            answer = s.parsed.answer if recall is None or recall >= 1.0 else None  # unsupported: scored as wrong
+            out.append(self.score_answer(answer, s.golden_answers))
+        return out
 
 
 REWARDS.register("em", RewardSpec(AnswerReward, {"metric": "em"}), doc="exact match of the answer (Search-R1 eq. 3)")

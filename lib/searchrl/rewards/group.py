@@ -97,6 +97,7 @@ class GroupReward(RewardFunction):
         eta: float = 2.0,
         correct_by: str = "cem_10w",
         group_by: str = "prompt",
+        needs_support: bool = False,
     ) -> None:
         super().__init__(name, protocol)
         if eta < 0:
@@ -105,7 +106,9 @@ class GroupReward(RewardFunction):
         if not (isinstance(spec, RewardSpec) and issubclass(spec.cls, AnswerReward)):
             answers = [n for n, s in REWARDS.items() if isinstance(s, RewardSpec) and issubclass(s.cls, AnswerReward)]
             raise ValueError(f"reward {name!r}: correct_by must name an answer reward {answers}")  # noqa: TRY004
-        self.correctness: AnswerReward = spec.cls(f"{name}:{correct_by}", protocol, **spec.defaults)
+        # needs_support: a right answer counts as correct only with its evidence retrieved (answer.py says why).
+        self.correctness: AnswerReward = spec.cls(f"{name}:{correct_by}", protocol,
+                                                  **{**spec.defaults, "needs_support": needs_support})
         self.eta = float(eta)
         self.group_by = group_by
 
@@ -119,10 +122,8 @@ class GroupReward(RewardFunction):
 
     def score(self, samples: list[Sample], prompts: list[Any] | None, kwargs: dict[str, Any]) -> list[float | None]:
         keys = self.group_keys(prompts, kwargs, len(samples))
-        local = [
-            (key, s.num_searches, self.correctness.score_answer(s.parsed.answer, s.golden_answers) > 0)
-            for key, s in zip(keys, samples)
-        ]
+        correct = self.correctness.score(samples, prompts, kwargs)
+        local = [(key, s.num_searches, value > 0) for key, s, value in zip(keys, samples, correct)]
         parts, rank = gather_across_processes(local)
         if not 0 <= rank < len(parts) or len(parts[rank]) != len(local):
             raise RuntimeError(f"reward {self.__name__!r}: the gathered batch does not contain this process's slice")
