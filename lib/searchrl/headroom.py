@@ -129,9 +129,12 @@ def run_headroom(run_dir: str | Path, stage: str = "after_cold_start", max_searc
     params.yaml unless `max_searches` is given."""
     run_dir = Path(run_dir)
     records = _stage_records(run_dir, stage)
-    if max_searches is None:
-        max_searches = int(_params(run_dir)["max_searches"])
-    return headroom(records, max_searches)
+    return headroom(records, _budget(run_dir, max_searches))
+
+
+def _budget(run_dir: Path, max_searches: int | None) -> int:
+    """`max_searches` when given, else the run's own from its params.yaml."""
+    return max_searches if max_searches is not None else int(_params(run_dir)["max_searches"])
 
 
 def _stage_records(run_dir: Path, stage: str) -> pd.DataFrame:
@@ -160,8 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         records = _stage_records(args.run, args.stage)
-        budget = args.max_searches if args.max_searches is not None else int(_params(args.run)["max_searches"])
-        tables = {"headroom": headroom(records, budget)}
+        tables = {"headroom": headroom(records, _budget(args.run, args.max_searches))}
         if args.query_reach:
             tables["query-reach"] = run_query_reach(args.run, args.query_reach, args.stage, ids=set(records["id"]))
     except (FileNotFoundError, KeyError, ValueError) as err:

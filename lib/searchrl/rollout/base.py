@@ -85,7 +85,7 @@ class RolloutConfig:
 # Inclusive lower bounds of the numeric settings.
 _MINIMUMS = {"max_searches": 0, "top_k": 1, "max_turn_tokens": 0, "max_completion_tokens": 1, "max_query_chars": 1,
              "temperature": 0.0, "query_temperature": 0.0, "retriever_timeout_s": 0.0, "retriever_retries": 0,
-             "retriever_backoff_s": 0.0,             "retriever_outage_s": 0.0, "forced_searches": 0}
+             "retriever_backoff_s": 0.0, "retriever_outage_s": 0.0, "forced_searches": 0}
 
 
 def rollout_problems(values: Any) -> list[tuple[str, str]]:
