@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from searchrl.trainer.advantages import reinforce_pp_advantages, rloo_advantages
+from searchrl.trainer.advantages import ADVANTAGE_ESTIMATORS, AdvantageInputs, reinforce_pp_advantages, rloo_advantages
 
 
 def test_rloo_is_reward_minus_mean_of_the_others():
@@ -44,3 +44,13 @@ def test_reinforce_pp_folds_the_kl_penalty_into_the_returns():
     returns = torch.tensor([[0.85, 0.9, 0.9]])
     expected = (returns - returns.mean()) / (returns.std(unbiased=False) + 1e-8)
     assert torch.allclose(adv, expected, atol=1e-5) and calls["n"] == 3
+
+
+def test_grpo_positive_keeps_the_positive_group_advantages_and_zeroes_the_rest():
+    inputs = AdvantageInputs(rewards=torch.tensor([1.0, -1.0, -1.0, 1.0]), local=slice(0, 4), mask=torch.ones(4, 3),
+                             num_generations=4, kl_coef=0.0, reward_kl=lambda: None, global_sum=lambda t: t,
+                             group_advantages=torch.tensor([0.87, -0.87, -0.87, 0.87]))
+    assert torch.equal(ADVANTAGE_ESTIMATORS.get("grpo_positive")(inputs), torch.tensor([0.87, 0.0, 0.0, 0.87]))
+    inputs.group_advantages = None
+    with pytest.raises(RuntimeError, match="group advantages"):
+        ADVANTAGE_ESTIMATORS.get("grpo_positive")(inputs)

@@ -111,6 +111,19 @@ def test_reinforce_pp_and_rloo_advantages_respect_the_mask(tmp_path, tiny_policy
 
 
 
+def test_grpo_positive_trains_only_on_rollouts_above_their_group_mean(tmp_path, tiny_policy_path, tokenizer):
+    trainer, inputs = make_trainer(tmp_path, tiny_policy_path, tokenizer, mask_retrieved=True, beta=0.0)
+    trainer.model.train()
+    grpo = trainer._generate_and_score_completions(inputs)["advantages"]
+    assert (grpo < 0).any() and (grpo > 0).any()  # the scripted group is informative
+    trainer, inputs = make_trainer(tmp_path, tiny_policy_path, tokenizer, mask_retrieved=True, beta=0.0,
+                                   estimator="grpo_positive")
+    grad, batch, _ = logp_gradients(trainer, inputs)
+    assert torch.allclose(batch["advantages"], grpo.clamp(min=0.0))
+    below = grpo < 0  # rollouts below their group's mean: no gradient on any of their tokens
+    assert torch.all(grad[below] == 0) and torch.any(grad[~below] != 0)
+
+
 def reward_by_search_count(prompts, completions, num_searches, **kwargs):
     return [10.0 * n + 0.25 * i for i, n in enumerate(num_searches)]
 

@@ -231,7 +231,8 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     loss_type: str = "dapo"
     """TRL loss aggregation: grpo, dr_grpo, dapo, bnpo, cispo, sapo, luspo or vespo."""
     advantage_estimator: str = "grpo"
-    """Advantage estimator from the trainer's registry (grpo, rloo, reinforce_pp, or ppo with a learned critic)."""
+    """Advantage estimator from the trainer's registry (grpo, grpo_positive: only rollouts better than their
+    group's mean are reinforced, rloo, reinforce_pp, or ppo with a learned critic)."""
     reward_kl_coef: float = 0.0
     """reinforce_pp and ppo: KL penalty against the starting policy, folded into the per-token reward."""
     value_lr: float = 1e-5

@@ -28,6 +28,7 @@ class AdvantageInputs:
     reward_kl: Callable[[], torch.Tensor]  # per-token KL to the starting policy, (local batch, T), computed on demand
     global_sum: Callable[[torch.Tensor], torch.Tensor]  # sums a statistic over processes
     critic_advantages: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None  # ppo: (rewards, mask)
+    group_advantages: torch.Tensor | None = None  # (local batch,) TRL's GRPO advantages (scale_rewards applied)
 
 
 ADVANTAGE_ESTIMATORS: Registry[Callable[[AdvantageInputs], torch.Tensor | None]] = Registry("advantage estimator")
@@ -133,6 +134,18 @@ def grpo(inputs: AdvantageInputs) -> None:
 @ADVANTAGE_ESTIMATORS.register("rloo", doc="leave-one-out baseline within each group (R1-Searcher, RLOO)")
 def rloo(inputs: AdvantageInputs) -> torch.Tensor:
     return rloo_advantages(inputs.rewards, inputs.num_generations)[inputs.local]
+
+
+@ADVANTAGE_ESTIMATORS.register(
+    "grpo_positive", doc="GRPO's advantages with the negative ones set to 0: only rollouts better than their group's "
+                         "mean are reinforced (filtered self-imitation, as RAFT and ReST-EM)")
+def grpo_positive(inputs: AdvantageInputs) -> torch.Tensor:
+    # A negative advantage lowers the probability of every token of a failed rollout, format tokens included:
+    # what broke this small model's format at higher learning rates (LOG, issue probes). Cut off, an update
+    # only moves toward rollouts that already did better than their group.
+    if inputs.group_advantages is None:
+        raise RuntimeError("grpo_positive needs TRL's group advantages; the trainer passes them")
+    return inputs.group_advantages.clamp(min=0.0)
 
 
 @ADVANTAGE_ESTIMATORS.register("reinforce_pp",

@@ -461,6 +461,7 @@ class SearchGRPOTrainer(GRPOTrainer):
             rewards=rewards, local=local, mask=mask, num_generations=num_generations,
             kl_coef=self.args.reward_kl_coef, reward_kl=lambda: self._reward_kl(output), global_sum=self._global_sum,
             critic_advantages=(lambda r, m: self._ppo_advantages(output, r, m, mode)) if self.critic else None,
+            group_advantages=output["advantages"],
         ))
         if advantages is not None:
             output["advantages"] = advantages
