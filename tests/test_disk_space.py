@@ -12,7 +12,7 @@ import pytest
 from fakes import SEARCH_SCRIPTS, FakeRetriever, MiniProtocol, ScriptedGenerator
 from searchrl.config import RunConfig
 from searchrl.rollout import RolloutConfig, SearchRollout
-from searchrl.rundir import checkpoint_space_problem
+from searchrl.rundir import checkpoint_space_problem, drop_resume_state
 from searchrl.trainer import SearchGRPOTrainer, prompt_dataset
 from searchrl.trainer.arguments import grpo_args
 
@@ -72,3 +72,20 @@ def test_a_checkpoint_that_fits_is_written(monkeypatch, tmp_path, tiny_policy_pa
     _free(monkeypatch, trainer.checkpoint_bytes())
     trainer.train()
     assert (tmp_path / "rl" / "checkpoint-1" / "trainer_state.json").is_file()
+
+
+def test_a_completed_run_drops_its_resume_state_and_keeps_its_policies(tmp_path):
+    def write(relative, size):
+        path = tmp_path / "checkpoints" / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x" * size)
+
+    for policy in ("cold_start", "rl"):
+        write(f"{policy}/config.json", 10)
+    write("rl/checkpoint-4/optimizer.pt", 1000)
+    write("rl/checkpoint-8/model.safetensors", 500)
+    write("rl_start/model.safetensors", 300)
+    assert drop_resume_state(tmp_path) == 1800
+    left = sorted(str(p.relative_to(tmp_path / "checkpoints")) for p in (tmp_path / "checkpoints").rglob("*"))
+    assert left == ["cold_start", "cold_start/config.json", "rl", "rl/config.json"]
+    assert drop_resume_state(tmp_path / "nothing here") == 0

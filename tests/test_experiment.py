@@ -10,7 +10,7 @@ import pytest
 
 from searchrl.config import RunConfig
 from searchrl.experiment import Experiment
-from searchrl.rundir import RUN_DIR_ENV
+from searchrl.rundir import RUN_DIR_ENV, drop_resume_state
 
 SMALL = {"model": "tiny-random", "world_entities": 40, "n_train": 8, "n_eval": 4, "eval_batch_size": 4,
          "sft_examples": 4, "rl_steps": 2, "prompts_per_step": 1, "num_generations": 2, "max_searches": 1,
@@ -80,6 +80,23 @@ def test_resume_continues_from_the_last_checkpoint_and_keeps_the_cold_start(tmp_
     steps = again.history.to_frame()["step"].tolist()
     assert steps[0] == 1 and max(steps) == 2 and steps.count(1) == 1
     assert isinstance(again.history.to_frame(), pd.DataFrame)
+
+
+@pytest.mark.slow
+def test_a_completed_run_resumes_past_its_finished_stage_without_trainer_checkpoints(tmp_path, monkeypatch):
+    exp = _experiment(tmp_path, monkeypatch, rl_steps=1, sft_examples=0)
+    exp.train_rl(exp.load_model())
+    final = exp.run_dir / "checkpoints" / "rl"
+    assert json.loads((final / "stage_steps.json").read_text()) == {"steps": 1}
+    drop_resume_state(exp.run_dir)  # what the runner does once a run completes
+    written = (final / "model.safetensors").stat().st_mtime_ns
+    again = _experiment(tmp_path, monkeypatch, rl_steps=1, sft_examples=0, resume=True)
+    again.train_rl(again.load_model())  # loads the stage's policy: nothing trains, nothing is rewritten
+    assert (final / "model.safetensors").stat().st_mtime_ns == written
+    assert again.history.to_frame()["step"].tolist() == [1]
+    longer = _experiment(tmp_path, monkeypatch, rl_steps=2, sft_examples=0, resume=True)
+    with pytest.raises(RuntimeError, match="cannot go on where it stopped.*-p model"):
+        longer.train_rl(longer.load_model())
 
 
 def test_eval_subsets_filters_and_the_no_search_stage(tmp_path, monkeypatch):

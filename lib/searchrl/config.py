@@ -268,6 +268,11 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     """Log metrics every this many steps."""
     save_steps: int = 50
     """Save a checkpoint every this many steps."""
+    keep_resume_state: bool = False
+    """Keep what only a resume needs after a run (or an ablation arm) completes: the trainer's checkpoint-N folders
+    (weights, optimizer and RNG state: about 1.6 GB each for SmolLM2-135M, tens of GB for a 3B policy) and each RL
+    stage's copy of its start weights. Off: a completed run keeps its final policies (checkpoints/cold_start,
+    checkpoints/<stage>) and drops the rest; a failed or interrupted run keeps everything to resume from."""
     two_stage: bool = False
     """Two-stage training (R1-Searcher): a retrieval-format stage, then the answer reward."""
     stage1_steps: int = 0

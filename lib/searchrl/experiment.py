@@ -21,9 +21,13 @@ from searchrl.rundir import (
     history_callback,
     last_complete_checkpoint,
     mark_status,
+    read_json,
+    release_resume_state,
     save_figure,
     write_json,
 )
+
+STAGE_STEPS = "stage_steps.json"  # beside a stage's final policy: how many steps it trained
 
 
 def seed_everything(seed: int) -> None:
@@ -339,6 +343,10 @@ class Experiment:
         from searchrl.trainer.arguments import grpo_args, lora_config
 
         cfg = self.cfg
+        finished = self._finished_stage(stage)
+        if finished is not None:
+            print(f"resume: {stage.name} finished earlier; loading its policy")
+            return self.load_model(str(finished))
         used = {name for name, _ in expand_rewards(stage.rewards)}
         options = {k: v for k, v in cfg.reward_options.items() if k in used}
         if "evidence_r_search" in used:  # the evidence answerer is a run setting (evidence_answerer), not an option
@@ -385,8 +393,26 @@ class Experiment:
             trained = self._roll_back(trainer, args.output_dir, trained)
         if cfg.use_peft:
             trained = trained.merge_and_unload()
-        self.save_model(trained, stage.name)
+        folder = self.save_model(trained, stage.name)
+        if trainer.accelerator.is_main_process:
+            write_json(folder / STAGE_STEPS, {"steps": trainer.state.global_step})
         return trained
+
+    def _finished_stage(self, stage) -> Path | None:
+        """On resume, the policy of a stage that already trained all its steps and kept no trainer checkpoint to
+        fast-forward through (a completed run drops them: `keep_resume_state`); None when the stage must train."""
+        folder = self.run_dir / "checkpoints" / stage.name
+        if not self.cfg.resume or not (folder / "config.json").is_file():  # config.json is written last
+            return None
+        if last_complete_checkpoint(folder)[0] is not None:
+            return None  # TRL resumes from it, and trains on when the stage was given more steps
+        trained = (read_json(folder / STAGE_STEPS) or {}).get("steps", stage.steps)
+        if trained < stage.steps:
+            raise RuntimeError(
+                f"{stage.name} trained {trained} steps and this resume asks for {stage.steps}, but its trainer "
+                f"checkpoints were removed when the run completed (keep_resume_state: false), so it cannot go on "
+                f"where it stopped. Start a new run from its policy: -p model {folder}")
+        return folder
 
     def _probe_callback(self, stage: str):
         """The fixed probe set's callback for one RL stage (`searchrl.trainer.probe`): greedy scores of the first
@@ -510,6 +536,8 @@ class Experiment:
 
     def finish(self) -> Path:
         mark_status(self.run_dir, "completed")
+        if not self.cfg.keep_resume_state:
+            release_resume_state(self.run_dir)
         print(f"Results in {self.run_dir}")
         return self.run_dir
 

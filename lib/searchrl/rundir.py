@@ -365,6 +365,33 @@ def read_status(run_dir: str | Path) -> dict[str, Any] | None:
 # --------------------------------------------------------------------------------------------------------------
 
 
+def drop_resume_state(run_dir: str | Path) -> int:
+    """Delete what only a resume needs from a completed run folder: every `checkpoints/<stage>/checkpoint-N` (trainer
+    state with the optimizer) and the `checkpoints/*_start` copies of each RL stage's start weights. Final policies
+    (`checkpoints/<stage>` itself, the cold start) stay. Returns the bytes freed."""
+    freed = 0
+    for stage in sorted(Path(run_dir, "checkpoints").glob("*")):
+        if not stage.is_dir():
+            continue
+        # An RL stage saves its start weights as "<stage>_start" beside its final "<stage>" (the KL reference of a
+        # resume); "cold_start" has no such sibling and is a final policy.
+        is_start_copy = stage.name.endswith("_start") and (stage.parent / stage.name[: -len("_start")]).is_dir()
+        doomed = [stage] if is_start_copy else sorted(stage.glob("checkpoint-*"))
+        for folder in doomed:
+            freed += sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+            shutil.rmtree(folder, ignore_errors=True)
+    return freed
+
+
+def release_resume_state(run_dir: str | Path) -> int:
+    """`drop_resume_state` on a run that just completed, saying what it freed; returns the bytes."""
+    freed = drop_resume_state(run_dir)
+    if freed:
+        print(f"removed {freed / 1e9:.1f} GB of resume state (trainer checkpoints, stage start weights) from the "
+              "completed run; its final policies stay (keep it all with -p keep_resume_state true)")
+    return freed
+
+
 def last_complete_checkpoint(output_dir: str | Path) -> tuple[Path | None, list[tuple[Path, str]]]:
     """The newest `checkpoint-N` in `output_dir` that a resume can use, and the newer ones skipped, with why.
 

@@ -27,10 +27,17 @@ from searchrl.ablation.tables import arm_table, read_records, split_table
 from searchrl.ablation.verdict import Claim, parse_claims, verdict_table
 from searchrl.ablation.work import ArmWork, ExperimentWork
 from searchrl.config import ConfigError, RunConfig
-from searchrl.rundir import current_run_dir, last_complete_checkpoint, mark_status, save_figure, write_json
+from searchrl.rundir import (
+    current_run_dir,
+    drop_resume_state,
+    last_complete_checkpoint,
+    mark_status,
+    save_figure,
+    write_json,
+)
 
 # Settings that may differ between an arm's first start and its resumption (another machine, another folder name)
-_BOOKKEEPING = ("resume", "output_root", "run_name", "report_to", "torch_threads", "device")
+_BOOKKEEPING = ("resume", "output_root", "run_name", "report_to", "torch_threads", "device", "keep_resume_state")
 
 
 class Ablation:
@@ -39,21 +46,19 @@ class Ablation:
     `arms` ({name: overrides} or a list of :class:`Arm`), `seeds` and `claims` default to the config's `arms`,
     `seeds` (empty: the single `seed`) and `claims`; all are checked before any folder is made. `work` does the
     training and evaluation (default: :class:`ExperimentWork`); `run_dir` defaults to the notebook's run folder
-    (`current_run_dir`). Trainer checkpoints of a finished arm (only needed to resume it) are deleted unless
-    `keep_resume_state`; its final policy stays.
+    (`current_run_dir`). Trainer checkpoints of a finished arm (only needed to resume it) are deleted unless the
+    config's `keep_resume_state`; its final policy stays.
     """
 
     def __init__(self, cfg: RunConfig, arms: Mapping[str, Mapping[str, Any]] | Iterable[Arm] | None = None,
                  seeds: Sequence[int] | None = None, claims: Mapping[str, Any] | Iterable[Claim] | None = None, *,
-                 notebook: str = "ablation", work: ArmWork | None = None, run_dir: str | Path | None = None,
-                 keep_resume_state: bool = False):
+                 notebook: str = "ablation", work: ArmWork | None = None, run_dir: str | Path | None = None):
         self.cfg = cfg
         self.arms = parse_arms(cfg, cfg.arms if arms is None else arms)
         self.seeds = parse_seeds((cfg.seeds or [cfg.seed]) if seeds is None else seeds)
         self.claims = parse_claims(cfg.claims if claims is None else claims, [a.name for a in self.arms])
         self.configs = {(arm.name, seed): arm_config(cfg, arm, seed) for seed in self.seeds for arm in self.arms}
         self.work = work if work is not None else ExperimentWork(notebook)
-        self.keep_resume_state = keep_resume_state
         self.run_dir = Path(run_dir) if run_dir is not None else current_run_dir(notebook, cfg)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._check_recorded_settings()
@@ -136,8 +141,8 @@ class Ablation:
                                f"{layout.records_path(folder)}; the work must evaluate on the held-out questions")
         layout.mark_done(folder, {"arm": arm.name, "seed": seed,
                                   "cold_start": str(start) if start is not None else None})
-        if not self.keep_resume_state:
-            _drop_resume_state(folder)
+        if not cfg.keep_resume_state:
+            drop_resume_state(folder)
 
     def _cold_start(self, cfg: RunConfig, seed: int) -> Path | None:
         """The shared cold start of `cfg` and `seed`: made once, by the first arm that needs it."""
@@ -209,17 +214,6 @@ def _has_resume_state(cfg: RunConfig, folder: Path) -> bool:
     stages = [p for p in (folder / "checkpoints").glob("*") if p.is_dir()]
     return (layout.trained_policy(cfg, folder) is not None
             or any(last_complete_checkpoint(stage)[0] is not None for stage in stages))
-
-
-def _drop_resume_state(folder: Path) -> None:
-    """Delete what only a resume needs (trainer checkpoints with optimizer state, the copies of each stage's start
-    weights): with a billion-parameter policy they are tens of GB per arm. The final policies stay."""
-    for stage in (folder / "checkpoints").glob("*"):
-        if stage.name.endswith("_start"):
-            shutil.rmtree(stage, ignore_errors=True)
-            continue
-        for checkpoint in stage.glob("checkpoint-*"):
-            shutil.rmtree(checkpoint, ignore_errors=True)
 
 
 __all__ = ["Ablation"]
