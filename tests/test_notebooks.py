@@ -55,8 +55,9 @@ def _check_quickstart(run_dir: Path) -> None:
         assert "f1" in json.dumps(summary)
     assert list((run_dir / "trajectories").glob("*.jsonl"))
     # A completed run keeps its final policies and drops what only a resume needs (keep_resume_state: false).
-    assert (run_dir / "checkpoints" / "rl" / "config.json").is_file()
-    assert not list((run_dir / "checkpoints").glob("*/checkpoint-*")) and not list((run_dir / "checkpoints").glob("*_start"))
+    kept = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
+    assert kept == ["cold_start", "rl"] and (run_dir / "checkpoints" / "rl" / "config.json").is_file()  # no rl_start
+    assert not list((run_dir / "checkpoints").glob("*/checkpoint-*"))
     assert (run_dir / "figures" / "training_curves.png").exists()
     assert any(c.startswith("search/reward_at_") for c in history.columns)  # what each search count earned
     assert (run_dir / "figures" / "search_payoff.png").exists()
