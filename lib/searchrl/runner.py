@@ -46,7 +46,6 @@ from searchrl.rundir import (
     project_root,
     read_json,
     record_resume,
-    release_resume_state,
     resolve_output_root,
     write_provenance,
 )
@@ -356,8 +355,6 @@ def _run_owned(plan: RunPlan, run_dir: Path, progress_bar: bool, log_output: boo
         _mark(run_dir, "failed", **_failure_record(err), notebook=output.name)
         raise RunError(message, run_dir, "failed") from err
     _mark(run_dir, "completed", notebook=output.name, seconds=round(time.monotonic() - started, 1))
-    if not plan.config.keep_resume_state:
-        release_resume_state(run_dir)
     return run_dir
 
 
