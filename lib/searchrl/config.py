@@ -113,7 +113,9 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     lora_alpha: int = 32
     """LoRA scaling numerator (only with use_peft)."""
     bf16: bool = False
-    """Train in bfloat16 mixed precision (needs a GPU that supports it)."""
+    """Train in bfloat16 mixed precision: the forward and backward passes autocast to bfloat16, the policy's weights
+    and optimizer state stay float32 (stored in bfloat16, small updates round away). Fast on GPUs; on a CPU only with
+    native bf16 instructions, and slower than float32 on this project's 2-core AVX512-BF16 machine."""
     use_vllm: bool = False
     """Generate rollouts with vLLM (GPU only)."""
     vllm_gpu_memory_utilization: float = 0.3
