@@ -117,3 +117,11 @@ def scripted_trainer(policy_path, tokenizer, args, rows, reward_funcs, generator
     trainer._engine = SearchRollout(protocol, trainer.retriever, tokenizer, generator,
                                     RolloutConfig(max_completion_tokens=args.max_completion_length))
     return trainer
+
+
+def short_sft_items(tokenizer, n=4):
+    """Cold-start items with fake two-line documents, so that SFT steps on the tiny model take a fraction of a second."""
+    protocol = MiniProtocol()
+    obs = protocol.format_observation(FakeRetriever().docs[:2])
+    return [{"prompt": protocol.build_prompt("When was Entity1 founded?", tokenizer),
+             "segments": [("<search>Entity1</search>", True), (obs, False), ("<answer>1901</answer>", True)]}] * n

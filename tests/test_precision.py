@@ -7,7 +7,7 @@ import pytest
 import torch
 from trl import SFTConfig
 
-from fakes import FakeRetriever, MiniProtocol
+from fakes import short_sft_items
 from searchrl.config import RunConfig
 from searchrl.experiment import Experiment
 from searchrl.models import tiny_test_policy
@@ -15,19 +15,13 @@ from searchrl.rundir import RUN_DIR_ENV
 from searchrl.sft.cold_start import sft_train
 
 
-def _items(tokenizer, n=4):
-    protocol = MiniProtocol()
-    obs = protocol.format_observation(FakeRetriever().docs[:2])
-    return [{"prompt": protocol.build_prompt("When was Entity1 founded?", tokenizer),
-             "segments": [("<search>Entity1</search>", True), (obs, False), ("<answer>1901</answer>", True)]}] * n
-
-
-def _share_of_weights_moved(model, tokenizer, tmp_path, *, bf16: bool) -> float:
+def _share_of_weights_moved(model, tokenizer, tmp_path) -> float:
+    """One SFT step at lr 1e-5 under bf16 autocast; the share of trainable weights whose value changed."""
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    args = SFTConfig(output_dir=str(tmp_path), use_cpu=True, bf16=bf16, activation_checkpointing=False,
+    args = SFTConfig(output_dir=str(tmp_path), use_cpu=True, bf16=True, activation_checkpointing=False,
                      report_to="none", save_strategy="no", logging_steps=1, max_length=1024, max_steps=1,
                      per_device_train_batch_size=4, learning_rate=1e-5, warmup_steps=0, lr_scheduler_type="constant")
-    sft_train(model, tokenizer, _items(tokenizer), args)
+    sft_train(model, tokenizer, short_sft_items(tokenizer), args)
     trained = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     moved = sum(int((p.detach() != before[n]).sum()) for n, p in trained)
     return moved / sum(p.numel() for _, p in trained)
@@ -37,10 +31,10 @@ def test_bf16_autocast_on_float32_weights_moves_them_and_bf16_storage_does_not(t
     # One Adam step at lr 1e-5 moves every weight with a gradient by about 1e-5. In float32 (bf16 autocast for the
     # compute) nearly all of them move; stored in bfloat16, a step smaller than half an ulp rounds back.
     model, _ = tiny_test_policy(seed=3)
-    mixed = _share_of_weights_moved(model, tokenizer, tmp_path / "mixed", bf16=True)
+    mixed = _share_of_weights_moved(model, tokenizer, tmp_path / "mixed")
     stored, _ = tiny_test_policy(seed=3)
     stored = stored.to(torch.bfloat16)
-    pure = _share_of_weights_moved(stored, tokenizer, tmp_path / "pure", bf16=True)
+    pure = _share_of_weights_moved(stored, tokenizer, tmp_path / "pure")
     print(f"share of weights moved: float32 weights {mixed:.3f}, bfloat16 weights {pure:.3f}")
     assert mixed > 0.9, mixed
     assert pure < 0.5 * mixed, (pure, mixed)

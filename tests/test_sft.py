@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from fakes import FakeRetriever, MiniProtocol, ScriptedGenerator
+from fakes import FakeRetriever, MiniProtocol, ScriptedGenerator, short_sft_items
 from searchrl.data.schema import make_row
 from searchrl.data.synthetic import make_world
 from searchrl.data.synthetic.trajectories import Hop, hop_plan, plan_sentence, templated_trajectories
@@ -205,14 +205,6 @@ def test_rejection_sampling_keeps_correct_valid_trajectories(tokenizer):
     assert [i["id"] for i in searched_only] == ["a"]
 
 
-def _short_items(tokenizer, n=4):
-    """Small items (fake two-line documents) so that training steps take a fraction of a second."""
-    protocol = MiniProtocol()
-    obs = protocol.format_observation(FakeRetriever().docs[:2])
-    return [{"prompt": protocol.build_prompt("When was Entity1 founded?", tokenizer),
-             "segments": [("<search>Entity1</search>", True), (obs, False), ("<answer>1901</answer>", True)]}] * n
-
-
 def _sft_config(output_dir, **kwargs):
     from trl import SFTConfig
 
@@ -223,7 +215,7 @@ def _sft_config(output_dir, **kwargs):
 def test_sft_train_lowers_the_loss_and_restores_mode(tokenizer, tmp_path):
     model, _ = tiny_test_policy(seed=1)  # a private copy: training changes the weights
     model.eval()
-    out = sft_train(model, tokenizer, _short_items(tokenizer),
+    out = sft_train(model, tokenizer, short_sft_items(tokenizer),
                     _sft_config(tmp_path, max_steps=3, per_device_train_batch_size=4, learning_rate=1e-2))
     losses = [entry["loss"] for entry in out["history"] if "loss" in entry]
     assert len(losses) == 3 and all(math.isfinite(x) for x in losses)
@@ -235,7 +227,7 @@ def test_sft_train_lowers_the_loss_and_restores_mode(tokenizer, tmp_path):
 def test_no_gradient_reaches_the_logits_of_retrieved_tokens(tokenizer, tmp_path):
     model, _ = tiny_test_policy(seed=2)
     model.train()
-    trainer = make_sft_trainer(model, tokenizer, _short_items(tokenizer, n=2),
+    trainer = make_sft_trainer(model, tokenizer, short_sft_items(tokenizer, n=2),
                                _sft_config(tmp_path, max_steps=1, per_device_train_batch_size=2))
     batch = trainer.data_collator([trainer.train_dataset[i] for i in range(2)])
     labels = batch["labels"][0]
@@ -253,7 +245,7 @@ def test_no_gradient_reaches_the_logits_of_retrieved_tokens(tokenizer, tmp_path)
         hook.remove()
     grad = captured["hidden"].grad[0].abs().sum(-1)
     # Where the observation sits, found from the item's own pieces (not from the labels under test).
-    item = _short_items(tokenizer, n=1)[0]
+    item = short_sft_items(tokenizer, n=1)[0]
     n_prompt, n_search, n_obs, n_answer = (len(tokenizer(t, add_special_tokens=False)["input_ids"])
                                            for t in [item["prompt"], *(text for text, _ in item["segments"])])
     obs_start = n_prompt + n_search
