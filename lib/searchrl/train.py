@@ -1,12 +1,14 @@
 """Train without a notebook, in one process or several: ``python -m searchrl.train -f PARAMS.yaml [-p KEY VALUE]``.
 
-The quickstart notebook's training path, headless: data and retriever, the cold start, the RL schedule, then an
-evaluation of the trained policy, the stage table and the training curves, all in a new run folder
-(``outputs/train/<run id>/``). Precedence, lowest first: RunConfig defaults, ``-f`` files in order, ``-p`` values.
+The quickstart notebook's cells, headless: data and retriever, the untrained and cold-started policies evaluated,
+the RL schedule, the trained policy evaluated (and without search, with `eval_no_search`), the stage and type
+tables, the training curves and the learning checks, all in a new run folder (``outputs/train/<run id>/``); for
+machines without papermill, and for several processes. Precedence, lowest first: RunConfig defaults, ``-f`` files in order, ``-p`` values.
 
 Under ``accelerate launch`` (configs in ``launch/``) every process runs this module. The main process creates the
 run folder and owns it, and tells the others its path; every process trains its slice of each batch; only the
-main process evaluates, after the last collective step, so the others never wait on it::
+main process evaluates. Before RL the others wait for its evaluations at a barrier whose timeout is long enough for
+them (`EVALUATION_WAIT`); after RL it evaluates once the last collective step is done::
 
     accelerate launch --config_file launch/zero2.yaml -m searchrl.train -f params/quickstart/gpu.yaml
 
@@ -26,12 +28,16 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 
 from searchrl.config import ConfigError, RunConfig, load_params_file
 from searchrl.ownership import RunBusyError
 
 _OWNED: list = []  # the main process's ownership of its run folder, kept referenced so its lock and heartbeat live
+# How long the other processes wait at a collective call. Before RL they wait there while the main process evaluates
+# the untrained and cold-started policies, which on a CPU can take longer than torch's default of 10 minutes.
+EVALUATION_WAIT = timedelta(hours=3)
 
 
 def resolve_config(files: Sequence[str], params: Sequence[tuple[str, str]],
@@ -103,8 +109,9 @@ def launch_problem() -> str | None:
 
 
 def train(cfg: RunConfig, command: list[str], resume_dir: str | Path | None = None) -> Path:
-    """Cold start and RL as the run's parameters say; the main process then evaluates and finishes the folder.
-    With `resume_dir` (and `cfg.resume`), the run continues in that folder."""
+    """The quickstart notebook's cells in order: the main process evaluates each stage (untrained, after the cold
+    start, after RL) and finishes the folder; every process trains. With `resume_dir` (and `cfg.resume`), the run
+    continues in that folder, keeping the evaluation records it already wrote."""
     from accelerate import PartialState
 
     from searchrl.experiment import Experiment
@@ -112,15 +119,29 @@ def train(cfg: RunConfig, command: list[str], resume_dir: str | Path | None = No
     from searchrl.trainer.arguments import hardware_args
 
     # The process group is the trainers' own (the same device choice), started early to share the folder's path.
-    state = PartialState(cpu=hardware_args(cfg)["use_cpu"])
+    state = PartialState(cpu=hardware_args(cfg)["use_cpu"], timeout=EVALUATION_WAIT)
     run_dir = shared_run_dir(cfg, state, command, resume_dir)
     try:
         exp = Experiment(cfg, notebook="train", run_dir=run_dir)
-        model = exp.train_rl(exp.cold_start(exp.load_model()))
+        model = exp.load_model()
+        if state.is_main_process:
+            print(exp.evaluate(model, "untrained", n_questions=cfg.n_eval_untrained).summary())
+        model = exp.cold_start(model)
+        if state.is_main_process:
+            print(exp.evaluate(model, "after cold start").summary())
+        state.wait_for_everyone()
+        model = exp.train_rl(model)
         if state.is_main_process:
             print(exp.evaluate(model, "after RL").summary())
-            print(exp.stage_table())
+            exp.no_search_baseline(model)
             exp.curves()
+            table = exp.stage_table()
+            print(table.to_string())
+            exp.bars(table)
+            types = exp.type_table()
+            if types is not None:
+                print(types.to_string())
+            exp.learning_checks()
             exp.finish()
     except BaseException as err:
         if state.is_main_process:
