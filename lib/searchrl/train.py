@@ -3,7 +3,8 @@
 The quickstart notebook's cells, headless: data and retriever, the untrained and cold-started policies evaluated,
 the RL schedule, the trained policy evaluated (and without search, with `eval_no_search`), the stage and type
 tables, the training curves and the learning checks, all in a new run folder (``outputs/train/<run id>/``); for
-machines without papermill, and for several processes. Precedence, lowest first: RunConfig defaults, ``-f`` files in order, ``-p`` values.
+machines without papermill, and for several processes. Precedence, lowest first: RunConfig defaults, ``-f`` files
+in order, ``-p`` values.
 
 Under ``accelerate launch`` (configs in ``launch/``) every process runs this module. The main process creates the
 run folder and owns it, and tells the others its path; every process trains its slice of each batch; only the
