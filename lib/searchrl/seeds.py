@@ -3,8 +3,9 @@
 `python -m searchrl.runner NOTEBOOK -f PARAMS --seeds 0 1 2` runs the notebook once per seed (each run its own folder,
 `<run name>-seed<N>`), then writes a folder `outputs/<notebook>/<time>-<id>-seeds-<run name>/` with:
   seeds.csv       every seed's stage table (one row per seed and stage)
-  spread.csv      per stage: mean, standard deviation, min and max over seeds of the headline metrics, and how
-                  many seeds' paired interval of the change from the previous stage lies above zero
+  spread.csv      per stage: mean, standard deviation, min and max over seeds of the headline metrics, how
+                  many seeds' paired interval of the change from the previous stage lies above zero, and that
+                  change pooled over seeds with one interval ("ΔF1 pooled", `searchrl.pooled`)
   spread.png      F1 per stage with one dot per seed, and each seed's change with its 95% interval
   curves.csv      per seed and training curve (reward, searches per sample, probe F1, ...): the mean of the first
                   and of the last quarter of logged steps, and the gain between them (each run's eval/curve.json)
@@ -17,11 +18,14 @@ A seed changes the sampling and the order of the training data, never the questi
 
 Runs made separately (two seeds side by side, say) get the same report with
 `python -m searchrl.seeds RUN_DIR RUN_DIR ... [--out FOLDER]`; each run's seed is read from its params.yaml.
+`--against RUN_DIR ...` (another lever's seeds on the same questions) adds the difference between the two levers
+after RL, pooled over each one's seeds (against.json).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -82,9 +86,11 @@ def seed_types(run_dirs: dict[int, Path], type_tables: dict[int, pd.DataFrame | 
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def spread(tables: pd.DataFrame) -> pd.DataFrame:
+def spread(tables: pd.DataFrame, pooled: dict[str, dict] | None = None) -> pd.DataFrame:
     """Per stage (in the order the runs evaluated them): mean, sd, min and max over seeds of the headline metrics,
-    and `seeds with ΔF1 > 0` (seeds whose paired 95% interval of the change lies wholly above zero)."""
+    and `seeds with ΔF1 > 0` (seeds whose paired 95% interval of the change lies wholly above zero). `pooled`: per
+    stage, the change from the previous stage pooled over seeds (`pooled_changes`), added as "ΔF1 pooled" with its
+    interval and question count."""
     stages = list(dict.fromkeys(tables["stage"]))
     metrics = [m for m in HEADLINE if m in tables]
     rows = []
@@ -98,8 +104,27 @@ def spread(tables: pd.DataFrame) -> pd.DataFrame:
             row[f"{m} min"], row[f"{m} max"] = values.min(), values.max()
         if "ΔF1 95% low" in part:
             row["seeds with ΔF1 > 0"] = int((part["ΔF1 95% low"].astype(float) > 0).sum())
+        if pooled and stage in pooled:
+            change = pooled[stage]
+            row.update({"ΔF1 pooled": change["mean"], "ΔF1 pooled 95% low": change["low"],
+                        "ΔF1 pooled 95% high": change["high"], "ΔF1 pooled questions": change["questions"]})
         rows.append(row)
     return pd.DataFrame(rows).set_index("stage")
+
+
+def pooled_changes(run_dirs: dict[int, Path], tables: pd.DataFrame) -> dict[str, dict]:
+    """Per stage after the first, its F1 change from the stage before it averaged over the seeds per question, with
+    the interval bootstrapped over questions (`searchrl.pooled.pooled_change`); stages some run lacks are left out."""
+    from searchrl.pooled import pooled_change
+
+    stages = list(dict.fromkeys(tables["stage"]))
+    runs = [run_dirs[seed] for seed in sorted(tables["seed"].unique())]
+    changes = {}
+    for before, after in pairwise(stages):
+        change = pooled_change(runs, before, after)
+        if change["questions"]:
+            changes[after] = change
+    return changes
 
 
 def spread_figure(tables: pd.DataFrame):
@@ -159,7 +184,7 @@ def _seed_report(run_dirs: dict[int, Path], folder: Path, failed: Sequence[int])
         types.to_csv(folder / "types.csv", index=False)
     checks = learning_checks(run_dirs, type_tables=type_tables)
     checks.to_csv(folder / "checks.csv")
-    table = spread(tables)
+    table = spread(tables, pooled_changes(run_dirs, tables))
     table.to_csv(folder / "spread.csv")
     save_figure(spread_figure(tables), folder / "spread.png")
     return {"spread": table, "curves": curves, "types": types, "checks": checks}
@@ -195,6 +220,9 @@ def format_spread(table: pd.DataFrame) -> str:
         if "ΔF1 vs previous mean" in row and pd.notna(row["ΔF1 vs previous mean"]):
             text += (f"   ΔF1 {row['ΔF1 vs previous mean']:+.3f} ± {_sd(row['ΔF1 vs previous sd'])}"
                      f"   interval above 0 in {int(row['seeds with ΔF1 > 0'])} of {int(row['seeds'])} seeds")
+        if pd.notna(row.get("ΔF1 pooled", np.nan)):
+            text += (f"   pooled over seeds {row['ΔF1 pooled']:+.3f} [{row['ΔF1 pooled 95% low']:+.3f}, "
+                     f"{row['ΔF1 pooled 95% high']:+.3f}] on {int(row['ΔF1 pooled questions'])} questions")
         lines.append(text)
     return "\n".join(lines)
 
@@ -240,16 +268,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None,
                         help="report folder (default: a new <time>-<id>-seeds[-NAME] folder beside the first run)")
     parser.add_argument("--name", default="", help="label for the default report folder's name")
+    parser.add_argument("--against", nargs="+", type=Path, default=[], metavar="RUN",
+                        help="another lever's run folders (one per seed): also report these runs minus those at "
+                             "--stage, per question averaged over each set's seeds, with an interval over questions")
+    parser.add_argument("--stage", default="after RL", help="the stage --against compares (default: after RL)")
     args = parser.parse_args(argv)
-    run_dirs: dict[int, Path] = {}
-    for run in args.runs:
-        params = run / "params.yaml"
-        if not params.is_file():
-            parser.error(f"{run} is not a run folder: it has no params.yaml")
-        seed = int((yaml.safe_load(params.read_text(encoding="utf-8")) or {}).get("seed", 0))
-        if seed in run_dirs:
-            parser.error(f"{run} and {run_dirs[seed]} both ran seed {seed}: give one folder per seed")
-        run_dirs[seed] = run
+
+    def by_seed(runs: Sequence[Path]) -> dict[int, Path]:
+        found: dict[int, Path] = {}
+        for run in runs:
+            params = run / "params.yaml"
+            if not params.is_file():
+                parser.error(f"{run} is not a run folder: it has no params.yaml")
+            seed = int((yaml.safe_load(params.read_text(encoding="utf-8")) or {}).get("seed", 0))
+            if seed in found:
+                parser.error(f"{run} and {found[seed]} both ran seed {seed}: give one folder per seed")
+            found[seed] = run
+        return found
+
+    run_dirs = by_seed(args.runs)
+    against = by_seed(args.against) if args.against else {}
     if args.out is None:
         from searchrl.rundir import create_run_dir
 
@@ -259,10 +297,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         folder = args.out
     print(report_seeds(run_dirs, folder))
+    if against:
+        from searchrl.pooled import format_interval, lever_difference
+
+        difference = lever_difference(list(run_dirs.values()), list(against.values()), stage=args.stage)
+        if not difference["questions"]:
+            parser.error(f"the runs and --against share no question evaluated at stage {args.stage!r}")
+        write_json(folder / "against.json", {"stage": args.stage, "runs": [str(r) for r in run_dirs.values()],
+                                             "against": [str(r) for r in against.values()], **difference})
+        print(f"{args.stage}, these runs (seeds {sorted(run_dirs)}) minus --against (seeds {sorted(against)}): "
+              + format_interval(difference, "F1"))
     return 0
 
 
-__all__ = ["format_curves", "format_spread", "format_types", "report_seeds", "run_type_table", "seed_curves",
+__all__ = ["format_curves", "format_spread", "format_types", "pooled_changes", "report_seeds", "run_type_table", "seed_curves",
            "seed_tables", "seed_types", "spread", "spread_figure", "write_seed_report"]
 
 
