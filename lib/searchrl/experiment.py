@@ -24,6 +24,7 @@ from searchrl.rundir import (
     read_json,
     release_resume_state,
     save_figure,
+    stage_trajectories_path,
     write_json,
 )
 
@@ -195,10 +196,10 @@ class Experiment:
         rows = self.eval_rows[:n_questions] if n_questions > 0 else self.eval_rows
         result = evaluate(model, self.tokenizer, self.protocol, self.retriever, rows,
                           rollout=rollout, batch_size=cfg.eval_batch_size, chat=cfg.chat_prompt,
-                          desc=f"evaluate: {stage}", records_path=self.run_dir / "trajectories" / f"{slug}.jsonl",
+                          desc=f"evaluate: {stage}", records_path=stage_trajectories_path(self.run_dir, stage),
                           resume=cfg.resume)
         result.to_json(self.run_dir / "eval" / f"{slug}.json")
-        result.trajectories_jsonl(self.run_dir / "trajectories" / f"{slug}.jsonl")
+        result.trajectories_jsonl(stage_trajectories_path(self.run_dir, stage))
         self.results[stage] = result
         return result
 

@@ -7,8 +7,7 @@ treating those as independent pairs would narrow the interval falsely. The inter
 that ran; with three seeds it says whether the lever's mean effect on these questions is above zero, not how a
 fourth seed would land (the per-seed intervals and the spread say that).
 
-Per-question scores come from each run's `trajectories/<stage>.jsonl` (`searchrl.evaluate`), whose file names are
-the stage names with spaces as underscores ("after cold start" -> after_cold_start.jsonl).
+Per-question scores come from each run's saved evaluation records (`searchrl.rundir.stage_trajectories_path`).
 """
 
 from __future__ import annotations
@@ -19,12 +18,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from searchrl.rundir import stage_trajectories_path
 from searchrl.stats import bootstrap_mean
 
 
 def stage_scores(run_dir: Path, stage: str, metric: str = "f1") -> pd.Series | None:
     """One run's per-question `metric` at `stage`, indexed by question id; None when the run has no such file."""
-    path = Path(run_dir) / "trajectories" / f"{stage.replace(' ', '_')}.jsonl"
+    path = stage_trajectories_path(run_dir, stage)
     if not path.is_file():
         return None
     records = pd.read_json(path, lines=True)

@@ -67,6 +67,7 @@ __all__ = [
     "record_resume",
     "resolve_output_root",
     "save_figure",
+    "stage_trajectories_path",
     "update_status",
     "write_json",
     "write_provenance",
@@ -209,6 +210,12 @@ def _json_default(obj: Any) -> Any:
 def write_json(path: str | Path, obj: Any) -> Path:
     """Write ``obj`` as indented JSON at ``path`` (folders created); numpy values and dataclasses are converted."""
     return _atomic_write_text(Path(path), json.dumps(obj, indent=2, default=_json_default, allow_nan=True) + "\n")
+
+
+def stage_trajectories_path(run_dir: str | Path, stage: str) -> Path:
+    """Where a run keeps an evaluation stage's per-question records: trajectories/<stage, spaces as underscores>.jsonl
+    ("after cold start" -> trajectories/after_cold_start.jsonl)."""
+    return Path(run_dir) / "trajectories" / f"{stage.replace(' ', '_')}.jsonl"
 
 
 def write_trajectories(path: str | Path, records: Iterable[Mapping[str, Any]]) -> Path:

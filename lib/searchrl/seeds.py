@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from searchrl.rundir import read_json, write_json
+from searchrl.rundir import read_json, stage_trajectories_path, write_json
 
 # The stages a type table compares, by the file names their trajectories are saved under (`Experiment.evaluate`).
 TYPE_STAGES = ("after cold start", "after RL", "no search")
@@ -69,7 +69,7 @@ def run_type_table(run_dir: Path) -> pd.DataFrame | None:
     from searchrl.evaluate import EvalResult
     from searchrl.type_table import type_table
 
-    files = {stage: Path(run_dir) / "trajectories" / f"{stage.replace(' ', '_')}.jsonl" for stage in TYPE_STAGES}
+    files = {stage: stage_trajectories_path(run_dir, stage) for stage in TYPE_STAGES}
     results = {stage: EvalResult(pd.read_json(path, lines=True)) for stage, path in files.items() if path.is_file()}
     if not {"after cold start", "after RL"} <= set(results):
         return None
@@ -310,8 +310,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["format_curves", "format_spread", "format_types", "pooled_changes", "report_seeds", "run_type_table", "seed_curves",
-           "seed_tables", "seed_types", "spread", "spread_figure", "write_seed_report"]
+__all__ = ["format_curves", "format_spread", "format_types", "pooled_changes", "report_seeds", "run_type_table",
+           "seed_curves", "seed_tables", "seed_types", "spread", "spread_figure", "write_seed_report"]
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from searchrl.config import RunConfig
-from searchrl.rundir import read_json, write_json
+from searchrl.rundir import read_json, stage_trajectories_path, write_json
 
 EVAL_STAGE = "after RL"  # the evaluation every arm is compared on
 EVAL_SLUG = EVAL_STAGE.replace(" ", "_")
@@ -35,7 +35,7 @@ def cold_start_folder(run_dir: Path, seed: int, key: str) -> Path:
 
 def records_path(folder: Path) -> Path:
     """The per-question evaluation records of one arm and seed (one JSON object a line)."""
-    return Path(folder) / "trajectories" / f"{EVAL_SLUG}.jsonl"
+    return stage_trajectories_path(folder, EVAL_STAGE)
 
 
 def trained_policy(cfg: RunConfig, folder: Path) -> Path | None:
