@@ -167,15 +167,20 @@ def test_verdicts_pair_by_question_and_seed_on_hand_worked_scores():
     records = pd.DataFrame(better + worse).sample(frac=1.0, random_state=3)  # order must not matter
     claims = [Claim("F1 beats EM", "f1", "em"), Claim("EM beats F1", "em", "f1"), Claim("tie", "f1", "f1x")]
     table = verdict_table(records, claims[:2])
-    # differences: seed 0: 1, 0, 0.5, 0; seed 1: 1, 0 -> mean 2.5 / 6
+    # differences: seed 0: 1, 0, 0.5, 0; seed 1: 1, 0 -> per question over seeds: 1, 0, 0.5, 0 -> mean 1.5 / 4
     forward, backward = table.iloc[0], table.iloc[1]
-    assert forward["difference"] == pytest.approx(2.5 / 6) and backward["difference"] == pytest.approx(-2.5 / 6)
-    assert forward["verdict"] == "reproduced" and forward["95% low"] > 0
-    assert backward["verdict"] == "opposite" and backward["95% high"] < 0
+    assert forward["difference"] == pytest.approx(1.5 / 4) and backward["difference"] == pytest.approx(-1.5 / 4)
     assert forward["pairs"] == 6 and forward["seeds"] == 2 and forward["questions/seed"] == 2
-    assert forward["better mean"] == pytest.approx(3.5 / 6) and forward["worse mean"] == pytest.approx(1 / 6)
+    # per question over seeds: better 1, 0.5, 0.5, 0; worse 0, 0.5, 0, 0
+    assert forward["better mean"] == pytest.approx(2 / 4) and forward["worse mean"] == pytest.approx(0.5 / 4)
     assert "only 2 held-out questions per seed (< 100)" in forward["warning"]
     assert "1 question(s) evaluated by only one of the two arms left out" in forward["warning"]
+    # a clear gap on 100 questions: reproduced one way round, opposite the other
+    wide = pd.DataFrame(_records("a", {0: [1.0] * 70 + [0.0] * 30, 1: [1.0] * 70 + [0.0] * 30})
+                        + _records("b", {0: [0.0] * 50 + [1.0] * 50, 1: [0.0] * 50 + [1.0] * 50}))
+    ahead, behind = verdict_table(wide, [Claim("a beats b", "a", "b"), Claim("b beats a", "b", "a")]).to_dict("records")
+    assert ahead["verdict"] == "reproduced" and ahead["95% low"] > 0
+    assert behind["verdict"] == "opposite" and behind["95% high"] < 0
     # differences +1 and -1 in equal numbers: the interval contains 0
     even = pd.DataFrame(_records("a", {0: [1.0, 0.0] * 60}) + _records("b", {0: [0.0, 1.0] * 60}))
     tie = verdict_table(even, [Claim("a beats b", "a", "b")]).iloc[0]
@@ -184,6 +189,22 @@ def test_verdicts_pair_by_question_and_seed_on_hand_worked_scores():
     assert "held-out questions" not in tie["warning"] and "one seed" in tie["warning"]
     missing = verdict_table(records, [claims[2]]).iloc[0]
     assert missing["verdict"] == "not run" and missing["pairs"] == 0
+
+
+def test_seeds_that_agree_do_not_narrow_the_interval():
+    # Three seeds that score every question alike carry no more evidence about these questions than one seed:
+    # the bootstrap resamples questions, so the interval is one seed's (pairs resampled as if independent would
+    # shrink it by about sqrt(3)).
+    gains = [1.0, 0.0, 0.0, 1.0, -1.0, 0.0, 1.0, 0.0, 0.5, 0.0] * 10
+    one = _records("a", {0: gains}) + _records("b", {0: [0.0] * 100})
+    three = _records("a", {s: gains for s in (0, 1, 2)}) + _records("b", {s: [0.0] * 100 for s in (0, 1, 2)})
+    claim = [Claim("a beats b", "a", "b")]
+    single, pooled = (verdict_table(pd.DataFrame(r), claim).iloc[0] for r in (one, three))
+    assert pooled["pairs"] == 300 and pooled["seeds"] == 3
+    assert (pooled["95% low"], pooled["95% high"]) == pytest.approx((single["95% low"], single["95% high"]))
+    table_one, table_three = arm_table(pd.DataFrame(one)).loc["a"], arm_table(pd.DataFrame(three)).loc["a"]
+    assert (table_three["F1 95% low"], table_three["F1 95% high"]) == pytest.approx(
+        (table_one["F1 95% low"], table_one["F1 95% high"]))
 
 
 def test_arm_table_pools_seeds_with_the_spread_of_seed_means():
@@ -301,7 +322,8 @@ def test_the_report_collects_the_newest_finished_run_of_each_notebook(tmp_path):
     (unfinished / "ablation.json").write_text("{}")
     assert report.latest_runs(tmp_path) == [run]
     claims = report.claims_table(report.resolve_runs([], tmp_path))
-    assert list(claims["notebook"]) == ["ablate_reward"] and list(claims["verdict"]) == ["reproduced"]
+    # four questions that two identical seeds answer alike: too few for the direction to count
+    assert list(claims["notebook"]) == ["ablate_reward"] and list(claims["verdict"]) == ["inconclusive"]
     assert claims.loc[0, "difference"] == pytest.approx(1.5 / 4)
     text = report.write_report([run], tmp_path / "out").read_text()
     assert "| ablate_reward | R1-Searcher Table 5 | F1 reward beats EM | f1 |" in text and "## ablate_reward" in text

@@ -118,7 +118,8 @@ def _check_report(run_dir: Path) -> None:
     """The report over the fake finished ablation the test made: its claim in the table, report.md written."""
     assert not _errors(run_dir / "report.ipynb")
     claims = pd.read_csv(run_dir / "claims.csv")
-    assert list(claims["notebook"]) == ["ablate_reward"] and list(claims["verdict"]) == ["reproduced"]
+    # the fake run's four questions, answered alike by two seeds, are too few for the direction to count
+    assert list(claims["notebook"]) == ["ablate_reward"] and list(claims["verdict"]) == ["inconclusive"]
     assert "F1 reward beats EM" in (run_dir / "report.md").read_text()
 
 

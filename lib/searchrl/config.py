@@ -329,8 +329,8 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     """Seeds every arm runs with (empty: the single `seed`). Curves show the mean over seeds with a band."""
     claims: dict = field(default_factory=dict)
     """The papers' claims an ablation checks, by label: {label: {better: arm, worse: arm, metric: f1|em|...,
-    source: 'paper, table'}}. The verdict table gives our difference better - worse with a paired bootstrap
-    interval over questions and seeds."""
+    source: 'paper, table'}}. The verdict table gives our difference better - worse, each question's averaged
+    over the seeds, with a paired bootstrap interval over questions."""
     report_runs: list[str] = field(default_factory=list)
     """Ablation run folders the report notebook collects; empty: the newest finished run of each ablation notebook
     under output_root."""

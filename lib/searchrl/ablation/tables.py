@@ -1,8 +1,9 @@
 """The evaluation table of an ablation: per arm, the held-out metrics pooled over seeds, with intervals.
 
 Each arm and seed evaluated the same held-out questions; its per-question records are read back from the arm's
-folder. A cell is the mean over every (seed, question) record; its interval is a bootstrap of that mean over the
-pooled records (question sampling), and `sd over seeds` is the spread of the per-seed means (training noise).
+folder. A cell is the mean over questions of each question's mean over seeds; its interval resamples questions
+(question sampling: seeds answer the same questions, so resampling (seed, question) records as if independent
+would narrow it falsely), and `sd over seeds` is the spread of the per-seed means (training noise).
 """
 
 from __future__ import annotations
@@ -56,11 +57,11 @@ def arm_table(records: pd.DataFrame, arms: Sequence[str] | None = None, *, confi
         for column, label in TABLE_METRICS.items():
             if column not in part:
                 continue
-            values = part[column].astype(float)
+            values = part[column].astype(float).groupby(part["id"], sort=False).mean()  # per question, over seeds
             row[label] = float(values.mean())
             if column in _INTERVAL_METRICS:
-                _, low, high = bootstrap_mean(values.to_numpy(), n_resamples=n_resamples, confidence=confidence,
-                                              seed=seed)
+                _, low, high = bootstrap_mean(values.dropna().to_numpy(), n_resamples=n_resamples,
+                                              confidence=confidence, seed=seed)
                 per_seed = part.groupby("seed")[column].mean()
                 row[f"{label} {pct}% low"], row[f"{label} {pct}% high"] = low, high
                 row[f"{label} sd over seeds"] = float(per_seed.std(ddof=1)) if len(per_seed) > 1 else np.nan

@@ -1,9 +1,12 @@
 """Verdicts on the papers' claims: does our measured difference between two arms point the way the paper says?
 
 A claim names the arm it says scores higher (`better`), the one it says scores lower (`worse`) and the metric. Our
-difference is better - worse over the (seed, question) pairs both arms evaluated, paired by question and seed, with
-a percentile bootstrap interval of its mean. The verdict is "reproduced" when the interval lies above 0, "opposite"
-when below, "inconclusive" when it contains 0.
+difference is better - worse over the (seed, question) pairs both arms evaluated, paired by question and seed. Every
+seed answers the same held-out questions, so each question's difference is averaged over its seeds and the
+percentile bootstrap resamples questions: seeds tend to win and lose the same questions, and resampling (seed,
+question) pairs as if independent would narrow the interval by up to the square root of the number of seeds (as in
+`searchrl.pooled`). The verdict is "reproduced" when the interval lies above 0, "opposite" when below,
+"inconclusive" when it contains 0.
 """
 
 from __future__ import annotations
@@ -94,12 +97,17 @@ def paired_differences(records: pd.DataFrame, better: str, worse: str, metric: s
     return pairs.dropna(subset=["difference"]).reset_index(drop=True)  # e.g. support_recall where none is known
 
 
+def question_differences(pairs: pd.DataFrame) -> pd.Series:
+    """Per question id, the mean over seeds of the paired `difference` (the unit the bootstrap resamples)."""
+    return pairs.groupby("id", sort=False)["difference"].mean()
+
+
 def verdict_table(records: pd.DataFrame, claims: Sequence[Claim], *, confidence: float = 0.95,
                   n_resamples: int = 10_000, seed: int = 0, min_questions: int = MIN_QUESTIONS) -> pd.DataFrame:
     """One row per claim: paper, claim, metric, the arms, their means over the shared pairs, `difference`
-    (better - worse), its paired bootstrap interval over (seed, question) pairs, `verdict`, `pairs`, `seeds`,
-    `questions/seed` (fewest over seeds) and `warning` (fewer than `min_questions` questions, questions only one arm
-    evaluated, a single seed)."""
+    (better - worse, the mean of the per-question means over seeds), its paired bootstrap interval over questions,
+    `verdict`, `pairs`, `seeds`, `questions/seed` (fewest over seeds) and `warning` (fewer than `min_questions`
+    questions, questions only one arm evaluated, a single seed)."""
     pct = round(confidence * 100)
     rows = []
     for claim in claims:
@@ -116,7 +124,7 @@ def verdict_table(records: pd.DataFrame, claims: Sequence[Claim], *, confidence:
                         "warning": "no question was evaluated by both arms (not run yet?)"})
             rows.append(row)
             continue
-        mean, low, high = bootstrap_mean(pairs["difference"].to_numpy(), n_resamples=n_resamples,
+        mean, low, high = bootstrap_mean(question_differences(pairs).to_numpy(), n_resamples=n_resamples,
                                          confidence=confidence, seed=seed)
         per_seed = pairs.groupby("seed")["id"].nunique()
         warnings = []
@@ -129,8 +137,9 @@ def verdict_table(records: pd.DataFrame, claims: Sequence[Claim], *, confidence:
             warnings.append(f"{unpaired} question(s) evaluated by only one of the two arms left out")
         if len(per_seed) < 2:
             warnings.append("one seed: the difference may depend on the training run's sampling")
-        row.update({"better mean": float(pairs[f"{metric} better"].mean()),
-                    "worse mean": float(pairs[f"{metric} worse"].mean()), "difference": mean,
+        by_question = pairs.groupby("id", sort=False)[[f"{metric} better", f"{metric} worse"]].mean()
+        row.update({"better mean": float(by_question[f"{metric} better"].mean()),
+                    "worse mean": float(by_question[f"{metric} worse"].mean()), "difference": mean,
                     f"{pct}% low": low, f"{pct}% high": high, "verdict": verdict(low, high), "pairs": len(pairs),
                     "seeds": len(per_seed), "questions/seed": int(per_seed.min()),
                     "warning": "; ".join(warnings)})
@@ -138,4 +147,5 @@ def verdict_table(records: pd.DataFrame, claims: Sequence[Claim], *, confidence:
     return pd.DataFrame(rows)
 
 
-__all__ = ["CLAIM_METRICS", "Claim", "paired_differences", "parse_claims", "verdict", "verdict_table"]
+__all__ = ["CLAIM_METRICS", "Claim", "paired_differences", "parse_claims", "question_differences", "verdict",
+           "verdict_table"]
