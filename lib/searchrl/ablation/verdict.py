@@ -97,11 +97,6 @@ def paired_differences(records: pd.DataFrame, better: str, worse: str, metric: s
     return pairs.dropna(subset=["difference"]).reset_index(drop=True)  # e.g. support_recall where none is known
 
 
-def question_differences(pairs: pd.DataFrame) -> pd.Series:
-    """Per question id, the mean over seeds of the paired `difference` (the unit the bootstrap resamples)."""
-    return pairs.groupby("id", sort=False)["difference"].mean()
-
-
 def verdict_table(records: pd.DataFrame, claims: Sequence[Claim], *, confidence: float = 0.95,
                   n_resamples: int = 10_000, seed: int = 0, min_questions: int = MIN_QUESTIONS) -> pd.DataFrame:
     """One row per claim: paper, claim, metric, the arms, their means over the shared pairs, `difference`
@@ -124,7 +119,9 @@ def verdict_table(records: pd.DataFrame, claims: Sequence[Claim], *, confidence:
                         "warning": "no question was evaluated by both arms (not run yet?)"})
             rows.append(row)
             continue
-        mean, low, high = bootstrap_mean(question_differences(pairs).to_numpy(), n_resamples=n_resamples,
+        # per question, the mean over seeds: the unit the bootstrap resamples
+        by_question = pairs.groupby("id", sort=False)[[f"{metric} better", f"{metric} worse", "difference"]].mean()
+        mean, low, high = bootstrap_mean(by_question["difference"].to_numpy(), n_resamples=n_resamples,
                                          confidence=confidence, seed=seed)
         per_seed = pairs.groupby("seed")["id"].nunique()
         warnings = []
@@ -137,7 +134,6 @@ def verdict_table(records: pd.DataFrame, claims: Sequence[Claim], *, confidence:
             warnings.append(f"{unpaired} question(s) evaluated by only one of the two arms left out")
         if len(per_seed) < 2:
             warnings.append("one seed: the difference may depend on the training run's sampling")
-        by_question = pairs.groupby("id", sort=False)[[f"{metric} better", f"{metric} worse"]].mean()
         row.update({"better mean": float(by_question[f"{metric} better"].mean()),
                     "worse mean": float(by_question[f"{metric} worse"].mean()), "difference": mean,
                     f"{pct}% low": low, f"{pct}% high": high, "verdict": verdict(low, high), "pairs": len(pairs),
@@ -147,5 +143,4 @@ def verdict_table(records: pd.DataFrame, claims: Sequence[Claim], *, confidence:
     return pd.DataFrame(rows)
 
 
-__all__ = ["CLAIM_METRICS", "Claim", "paired_differences", "parse_claims", "question_differences", "verdict",
-           "verdict_table"]
+__all__ = ["CLAIM_METRICS", "Claim", "paired_differences", "parse_claims", "verdict", "verdict_table"]
