@@ -170,7 +170,7 @@ def test_verdicts_pair_by_question_and_seed_on_hand_worked_scores():
     # differences: seed 0: 1, 0, 0.5, 0; seed 1: 1, 0 -> per question over seeds: 1, 0, 0.5, 0 -> mean 1.5 / 4
     forward, backward = table.iloc[0], table.iloc[1]
     assert forward["difference"] == pytest.approx(1.5 / 4) and backward["difference"] == pytest.approx(-1.5 / 4)
-    assert forward["pairs"] == 6 and forward["seeds"] == 2 and forward["questions/seed"] == 2
+    assert forward["questions"] == 4 and forward["pairs"] == 6 and forward["seeds"] == 2 and forward["questions/seed"] == 2
     # per question over seeds: better 1, 0.5, 0.5, 0; worse 0, 0.5, 0, 0
     assert forward["better mean"] == pytest.approx(2 / 4) and forward["worse mean"] == pytest.approx(0.5 / 4)
     assert "only 2 held-out questions per seed (< 100)" in forward["warning"]
@@ -188,7 +188,7 @@ def test_verdicts_pair_by_question_and_seed_on_hand_worked_scores():
     assert tie["95% low"] < 0 < tie["95% high"]
     assert "held-out questions" not in tie["warning"] and "one seed" in tie["warning"]
     missing = verdict_table(records, [claims[2]]).iloc[0]
-    assert missing["verdict"] == "not run" and missing["pairs"] == 0
+    assert missing["verdict"] == "not run" and missing["pairs"] == missing["questions"] == 0
 
 
 def test_seeds_that_agree_do_not_narrow_the_interval():
@@ -200,7 +200,7 @@ def test_seeds_that_agree_do_not_narrow_the_interval():
     three = _records("a", {s: gains for s in (0, 1, 2)}) + _records("b", {s: [0.0] * 100 for s in (0, 1, 2)})
     claim = [Claim("a beats b", "a", "b")]
     single, pooled = (verdict_table(pd.DataFrame(r), claim).iloc[0] for r in (one, three))
-    assert pooled["pairs"] == 300 and pooled["seeds"] == 3
+    assert pooled["questions"] == 100 and pooled["pairs"] == 300 and pooled["seeds"] == 3
     assert (pooled["95% low"], pooled["95% high"]) == pytest.approx((single["95% low"], single["95% high"]))
     table_one, table_three = arm_table(pd.DataFrame(one)).loc["a"], arm_table(pd.DataFrame(three)).loc["a"]
     assert (table_three["F1 95% low"], table_three["F1 95% high"]) == pytest.approx(

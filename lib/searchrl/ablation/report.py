@@ -15,8 +15,8 @@ import pandas as pd
 
 from searchrl.rundir import read_json
 
-CLAIM_COLUMNS = ("notebook", "paper", "claim", "metric", "better", "worse", "difference", "verdict", "pairs",
-                 "seeds", "warning", "run")
+CLAIM_COLUMNS = ("notebook", "paper", "claim", "metric", "better", "worse", "difference", "verdict",
+                 "questions", "pairs", "seeds", "warning", "run")
 
 
 def is_ablation_run(folder: Path) -> bool:

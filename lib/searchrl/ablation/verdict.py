@@ -101,8 +101,9 @@ def verdict_table(records: pd.DataFrame, claims: Sequence[Claim], *, confidence:
                   n_resamples: int = 10_000, seed: int = 0, min_questions: int = MIN_QUESTIONS) -> pd.DataFrame:
     """One row per claim: paper, claim, metric, the arms, their means over the shared pairs, `difference`
     (better - worse, the mean of the per-question means over seeds), its paired bootstrap interval over questions,
-    `verdict`, `pairs`, `seeds`, `questions/seed` (fewest over seeds) and `warning` (fewer than `min_questions`
-    questions, questions only one arm evaluated, a single seed)."""
+    `verdict`, `questions` (the units the bootstrap resamples), `pairs` ((seed, question) pairs behind them), `seeds`,
+    `questions/seed` (fewest over seeds) and `warning` (fewer than `min_questions` questions, questions only one arm
+    evaluated, a single seed)."""
     pct = round(confidence * 100)
     rows = []
     for claim in claims:
@@ -115,7 +116,7 @@ def verdict_table(records: pd.DataFrame, claims: Sequence[Claim], *, confidence:
             pairs = pd.DataFrame(columns=["seed", "id", "difference"])
         if pairs.empty:
             row.update({"better mean": np.nan, "worse mean": np.nan, "difference": np.nan, f"{pct}% low": np.nan,
-                        f"{pct}% high": np.nan, "verdict": NOT_RUN, "pairs": 0, "seeds": 0, "questions/seed": 0,
+                        f"{pct}% high": np.nan, "verdict": NOT_RUN, "questions": 0, "pairs": 0, "seeds": 0, "questions/seed": 0,
                         "warning": "no question was evaluated by both arms (not run yet?)"})
             rows.append(row)
             continue
@@ -136,7 +137,8 @@ def verdict_table(records: pd.DataFrame, claims: Sequence[Claim], *, confidence:
             warnings.append("one seed: the difference may depend on the training run's sampling")
         row.update({"better mean": float(by_question[f"{metric} better"].mean()),
                     "worse mean": float(by_question[f"{metric} worse"].mean()), "difference": mean,
-                    f"{pct}% low": low, f"{pct}% high": high, "verdict": verdict(low, high), "pairs": len(pairs),
+                    f"{pct}% low": low, f"{pct}% high": high, "verdict": verdict(low, high),
+                    "questions": len(by_question), "pairs": len(pairs),
                     "seeds": len(per_seed), "questions/seed": int(per_seed.min()),
                     "warning": "; ".join(warnings)})
         rows.append(row)
