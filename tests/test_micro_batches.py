@@ -16,11 +16,11 @@ def varied_reward(prompts, completions, **kwargs):
 
 
 def one_step(tmp_path, policy_path, tokenizer, loss_type: str, micro: int, grouped: bool = False,
-             seen: list | None = None) -> tuple[dict, dict]:
+             seen: list | None = None, shared: bool = False) -> tuple[dict, dict]:
     cfg = RunConfig(prompts_per_step=1, num_generations=4, micro_batch_size=micro, loss_type=loss_type, rl_steps=1,
                     learning_rate=1e-3, save_steps=100, device="cpu", max_completion_tokens=96, health_action="off",
-                    length_grouped_micro_batches=grouped)
-    args = grpo_args(cfg, tmp_path / f"{loss_type}-{micro}-{grouped}")
+                    length_grouped_micro_batches=grouped, shared_prefix=shared)
+    args = grpo_args(cfg, tmp_path / f"{loss_type}-{micro}-{grouped}-{shared}")
     args.save_strategy = "no"
     rows = [{"id": "q0", "question": "When was Entity1 founded?", "golden_answers": ["1901"], "metadata": {}}]
     trainer = scripted_trainer(policy_path, tokenizer, args, rows, [varied_reward])
@@ -65,6 +65,27 @@ def test_length_grouped_micro_batches_make_the_same_update_with_fewer_columns(tm
     assert grouped["grad_norm"] == pytest.approx(trl["grad_norm"], rel=1e-4)
     for name, weight in trl_weights.items():
         torch.testing.assert_close(grouped_weights[name], weight, rtol=1e-4, atol=2e-5)
+
+
+def test_a_shared_prefix_makes_the_same_update(tmp_path, tiny_policy_path, tokenizer, monkeypatch):
+    from searchrl.trainer import search_grpo
+
+    calls = []
+    original = search_grpo.shared_prefix_logps
+
+    def counting(*args, **kwargs):
+        result = original(*args, **kwargs)
+        calls.append(result is not None)
+        return result
+
+    monkeypatch.setattr(search_grpo, "shared_prefix_logps", counting)
+    full, full_weights = one_step(tmp_path, tiny_policy_path, tokenizer, "dapo", 2)
+    assert not calls  # shared_prefix false: TRL's pass
+    shared, shared_weights = one_step(tmp_path, tiny_policy_path, tokenizer, "dapo", 2, shared=True)
+    assert calls and all(calls)  # both micro-batches ran the shared pass
+    assert shared["grad_norm"] == pytest.approx(full["grad_norm"], rel=1e-4)
+    for name, weight in full_weights.items():
+        torch.testing.assert_close(shared_weights[name], weight, rtol=1e-4, atol=2e-5)
 
 
 def test_micro_batches_map_to_trl_arguments_and_a_size_that_does_not_divide_the_step_fails(tmp_path):

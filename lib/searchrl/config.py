@@ -225,6 +225,13 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     their rows, instead of TRL's shuffled micro-batches that each carry the padding of the step's longest rollout.
     The same update (bnpo, which normalises per micro-batch, keeps TRL's order and only loses the padding); measured
     1.05x on the forward and backward passes here (outputs/LOG.md, 2026-11-26), so off by default."""
+    shared_prefix: bool = True
+    """In RL's forward and backward passes, run the prompt prefix that all rows of a micro-batch share (the
+    protocol's instructions) once, and only each row's remainder against it (`searchrl.trainer.shared_prefix`).
+    The same loss and update up to float rounding (tests/test_micro_batches.py); measured 1.42x on the forward and
+    backward passes of micro-batches of 4 real rollouts here (`benchmarks/shared_prefix.py`, outputs/LOG.md
+    2026-11-27). One process only: under several, TRL's own pass runs. Runs before this setting existed used
+    TRL's pass; set false to repeat one bit for bit."""
     save_train_rollouts: bool = True
     """Write every scored training rollout (question, completion with its retrieved documents, searches, each
     reward, advantage) to trajectories/train/<stage>/step-NNNN.jsonl, dynamic sampling's extra draws included

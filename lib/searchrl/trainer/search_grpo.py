@@ -52,6 +52,7 @@ from searchrl.trainer.prompt_selection import (
 )
 from searchrl.trainer.rollout_log import RolloutLog, mean_advantage
 from searchrl.trainer.search_payoff import advantage_by_searches
+from searchrl.trainer.shared_prefix import shared_prefix_logps
 from searchrl.trainer.value import Critic, critic_from_policy, explained_variance, masked_mean
 
 silence_known_warnings()
@@ -107,6 +108,9 @@ class SearchGRPOConfig(GRPOConfig):
     length_grouped_micro_batches: bool = field(
         default=False, metadata={"help": "Cut each step's rollouts into micro-batches of similar length and drop "
                                          "their all-padding columns (searchrl.trainer.length_groups)."})
+    shared_prefix: bool = field(
+        default=False, metadata={"help": "Run the prompt prefix that a micro-batch's rows share once in the policy's "
+                                         "forward and backward passes (searchrl.trainer.shared_prefix)."})
     rollout_log_dir: str = field(
         default="", metadata={"help": "Write every scored training rollout (question, completion, searches, rewards, "
                                       "advantage) to <dir>/step-NNNN.jsonl (searchrl.trainer.rollout_log); empty: "
@@ -346,6 +350,31 @@ class SearchGRPOTrainer(GRPOTrainer):
             self._buffered_inputs = length_grouped(self._buffered_inputs, self.loss_type)
             inputs = self._buffered_inputs[self._step % self.args.steps_per_generation]
         return inputs
+
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None,
+                                           compute_entropy=False, compute_aux_loss=False, **multimodal):
+        # Override (private in trl 1.16, pinned): TRL runs every row's prompt in full and has no option to share a
+        # prefix; here the prefix a chunk's rows share runs once (searchrl.trainer.shared_prefix). Text-only,
+        # one process (DDP's reducer expects one forward per backward), no MoE aux loss: TRL's pass otherwise.
+        plain = (not self.args.shared_prefix or compute_aux_loss or self.accelerator.num_processes > 1
+                 or any(value is not None for value in multimodal.values()))
+        if plain:
+            return super()._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size,
+                compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **multimodal)
+        batch_size = batch_size or input_ids.size(0)
+        logps, entropies = [], []
+        for start in range(0, input_ids.size(0), batch_size):
+            ids, mask = input_ids[start:start + batch_size], attention_mask[start:start + batch_size]
+            shared = shared_prefix_logps(model, ids, mask, logits_to_keep, compute_entropy=compute_entropy,
+                                         autocast=self.accelerator.autocast())
+            if shared is None:  # too short a shared prefix: TRL's pass for this chunk
+                chunk, entropy, _ = super()._get_per_token_logps_and_entropies(
+                    model, ids, mask, logits_to_keep, compute_entropy=compute_entropy)
+                shared = (chunk, entropy)
+            logps.append(shared[0])
+            entropies.append(shared[1])
+        return torch.cat(logps), torch.cat(entropies) if compute_entropy else None, None
 
     # ---- R1-Searcher++ memorization (searchrl.trainer.memorization) -------------------------------------------
 
