@@ -98,6 +98,9 @@ def main() -> None:
         result = shared_prefix_logps(model, ids, mask, keep)
         return result[0] if result is not None else trl(model, ids, mask, keep)
 
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(r["id"], []).append(r)
     rng = random.Random(args.seed)
     results = []
     for micro in args.micro or [4]:
@@ -105,10 +108,7 @@ def main() -> None:
         tokens = {"trl": 0, "shared": 0}
         for batch in range(args.batches + 1):
             if args.grouped:
-                ids_by_question: dict[str, list[dict]] = {}
-                for r in rows:
-                    ids_by_question.setdefault(r["id"], []).append(r)
-                group = rng.choice(list(ids_by_question.values()))
+                group = rng.choice(list(groups.values()))
                 chosen = (group * micro)[:micro]
             else:
                 chosen = rng.sample(rows, micro)

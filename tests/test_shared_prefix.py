@@ -122,4 +122,5 @@ def test_a_lora_policy_gets_the_same_values_and_adapter_gradients(tiny_policy):
         runs.append((logps.detach(), [p.grad.clone() for p in model.parameters() if p.requires_grad]))
     (reference, ref_grads), (shared, grads) = runs
     assert torch.allclose(shared, reference, atol=1e-5)
-    assert ref_grads and all(torch.allclose(g, r, atol=1e-5, rtol=1e-4) for g, r in zip(grads, ref_grads, strict=True))
+    assert ref_grads
+    assert all(torch.allclose(g, r, atol=1e-5, rtol=1e-4) for g, r in zip(grads, ref_grads, strict=True))

@@ -116,7 +116,8 @@ def verdict_table(records: pd.DataFrame, claims: Sequence[Claim], *, confidence:
             pairs = pd.DataFrame(columns=["seed", "id", "difference"])
         if pairs.empty:
             row.update({"better mean": np.nan, "worse mean": np.nan, "difference": np.nan, f"{pct}% low": np.nan,
-                        f"{pct}% high": np.nan, "verdict": NOT_RUN, "questions": 0, "pairs": 0, "seeds": 0, "questions/seed": 0,
+                        f"{pct}% high": np.nan, "verdict": NOT_RUN, "questions": 0, "pairs": 0, "seeds": 0,
+                        "questions/seed": 0,
                         "warning": "no question was evaluated by both arms (not run yet?)"})
             rows.append(row)
             continue

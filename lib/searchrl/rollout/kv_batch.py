@@ -124,11 +124,15 @@ def _widen(x: torch.Tensor, dim: int, width: int) -> torch.Tensor:
     return torch.cat([x, x.new_zeros(shape)], dim=dim)
 
 
+def peft_base(model):
+    """The model under a PEFT wrapper (whose own signature and attributes hide the base model's), or `model`."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
 def _cache_keyword(model) -> str:
     """`cache`, or `past_key_values` for models from transformers before the rename (5.x deprecates the old name
     and warns on every call, which floods a rollout's log)."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # a PEFT wrapper hides the signature
-    return _forward_cache_keyword(type(base))
+    return _forward_cache_keyword(type(peft_base(model)))
 
 
 @cache

@@ -24,7 +24,7 @@ import time
 import torch
 
 from searchrl.rollout.base import TurnOutput
-from searchrl.rollout.kv_batch import KVBatch
+from searchrl.rollout.kv_batch import KVBatch, peft_base
 
 
 def kv_reuse_supported(model) -> bool:
@@ -86,8 +86,7 @@ class KVTurns:
         lengths = [len(tokenizer(s, add_special_tokens=False)["input_ids"]) for s in tags]
         self.tail_tokens = max(lengths, default=1) + 4
         # Only the last position's logits are needed; a PEFT wrapper passes the argument on to its base model.
-        base = model.get_base_model() if hasattr(model, "get_base_model") else model
-        self.keep_last_logits = "logits_to_keep" in inspect.signature(base.forward).parameters
+        self.keep_last_logits = "logits_to_keep" in inspect.signature(peft_base(model).forward).parameters
         # Where the time goes, summed over rollouts (read by benchmarks/rollout.py): prompt and document prefill,
         # one-token decode steps, sampling.
         self.stats = {"prompt_prefill_s": 0.0, "append_prefill_s": 0.0, "decode_s": 0.0, "sample_s": 0.0}

@@ -368,7 +368,7 @@ class SearchGRPOTrainer(GRPOTrainer):
             ids, mask = input_ids[start:start + batch_size], attention_mask[start:start + batch_size]
             shared = shared_prefix_logps(model, ids, mask, logits_to_keep, compute_entropy=compute_entropy,
                                          autocast=self.accelerator.autocast())
-            if shared is None:  # too short a shared prefix: TRL's pass for this chunk
+            if shared is None:  # no prefix worth sharing, or a cache that cannot be broadcast: TRL's pass
                 chunk, entropy, _ = super()._get_per_token_logps_and_entropies(
                     model, ids, mask, logits_to_keep, compute_entropy=compute_entropy)
                 shared = (chunk, entropy)

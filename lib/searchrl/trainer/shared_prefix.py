@@ -20,7 +20,7 @@ from contextlib import nullcontext
 
 import torch
 
-from searchrl.rollout.kv_batch import _cache_keyword
+from searchrl.rollout.kv_batch import _cache_keyword, peft_base
 
 MIN_SHARED_PREFIX = 16  # below this the second model call costs more than the prefix saves
 
@@ -47,16 +47,14 @@ def shared_prefix_length(input_ids: torch.Tensor, attention_mask: torch.Tensor, 
 
 def _backbone(model):
     """The decoder stack under the LM head (what TRL's fused head runs), through a PEFT wrapper if there is one."""
-    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return inner.base_model
+    return peft_base(model).base_model
 
 
 def _dynamic_cache(model):
     from transformers import DynamicCache
     from transformers.cache_utils import DynamicLayer
 
-    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
-    cache = DynamicCache(config=inner.config)
+    cache = DynamicCache(config=peft_base(model).config)
     # Only plain full-attention layers broadcast by a view; sliding windows and other layouts keep TRL's path.
     if not cache.layers or any(type(layer) is not DynamicLayer for layer in cache.layers):
         return None
