@@ -9,7 +9,7 @@ import torch
 
 from fakes import FakeRetriever, MiniProtocol
 from searchrl.trainer import SearchGRPOConfig, SearchGRPOTrainer, prompt_dataset
-from searchrl.trainer.dynamic_sampling import concat_batches, informative_groups, take_rows
+from searchrl.trainer.dynamic_sampling import concat_batches, extra_draw_size, informative_groups, take_rows
 
 
 def test_helpers_find_informative_groups_and_join_batches_padding_each_side():
@@ -30,30 +30,71 @@ def reward_by_question(prompts, completions, question, **kwargs):
     return [0.0 if q.startswith("Constant") else random.random() for q in question]
 
 
-def test_a_zero_variance_group_is_replaced_by_an_informative_one(tmp_path, tiny_policy_path, tokenizer):
+def dynamic_trainer(tmp_path, policy_path, tokenizer, **settings):
+    """A trainer with dynamic sampling on the constant and the varied question (data rows 0 and 1)."""
     rows = [{"id": "c", "question": "Constant question?", "golden_answers": ["x"], "metadata": {}},
             {"id": "v", "question": "Varied question?", "golden_answers": ["y"], "metadata": {}}]
     protocol = MiniProtocol()
-    args = SearchGRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=2,
-                            max_completion_length=8, use_cpu=True, report_to="none", max_steps=1,
-                            save_strategy="no", dynamic_sampling=True, dynamic_sampling_max_draws=2)
+    args = SearchGRPOConfig(output_dir=str(tmp_path), num_generations=2, max_completion_length=8, use_cpu=True,
+                            report_to="none", max_steps=1, save_strategy="no", dynamic_sampling=True, **settings)
     assert args.drop_zero_variance  # implied: groups still uninformative after the last draw stay masked
     data = prompt_dataset(rows, protocol, tokenizer)
-    trainer = SearchGRPOTrainer(model=str(tiny_policy_path), reward_funcs=[reward_by_question], args=args,
+    trainer = SearchGRPOTrainer(model=str(policy_path), reward_funcs=[reward_by_question], args=args,
                                 train_dataset=data, retriever=FakeRetriever(), protocol=protocol,
                                 processing_class=tokenizer)
     trainer.model.train()
+    return trainer, data
+
+
+def assert_every_group_varied(batch, data, tokenizer):
+    varied = tokenizer(data[1]["prompt"], add_special_tokens=False)["input_ids"]
+    for ids, mask in zip(batch["prompt_ids"], batch["prompt_mask"]):
+        assert ids[mask.bool()].tolist() == varied  # every group now comes from the varied question
+    assert (batch["completion_mask"].sum(dim=1) > 0).all()  # and none is masked out
+
+
+def test_a_zero_variance_group_is_replaced_by_an_informative_one(tmp_path, tiny_policy_path, tokenizer):
+    trainer, data = dynamic_trainer(tmp_path, tiny_policy_path, tokenizer, per_device_train_batch_size=4,
+                                    dynamic_sampling_max_draws=2)
     inputs = [dict(data[0]), dict(data[0]), dict(data[1]), dict(data[1])]  # one constant group, one varied
     batch = trainer._generate_and_score_completions(inputs)
     assert batch["completion_ids"].size(0) == 4
-    varied = tokenizer(data[1]["prompt"], add_special_tokens=False)["input_ids"]
-    for ids, mask in zip(batch["prompt_ids"], batch["prompt_mask"]):
-        assert ids[mask.bool()].tolist() == varied  # both groups now come from the varied question
-    assert (batch["completion_mask"].sum(dim=1) > 0).all()  # and none is masked out
+    assert_every_group_varied(batch, data, tokenizer)
     assert batch["num_items_in_batch"] == (batch["completion_mask"] * batch.get("tool_mask", 1)).sum()
     assert trainer._metrics["train"]["search/informative_group_frac"] == [1.0]
     assert trainer._metrics["train"]["search/dynamic_extra_draws"] == [1.0]
+    assert trainer._metrics["train"]["search/dynamic_extra_questions"] == [2.0]  # a whole batch of 2 questions
     # TRL's reward averages both scored batches; the scheduled reward is the first batch's alone.
     assert len(trainer._metrics["train"]["reward"]) == 2
     assert trainer._metrics["train"]["search/scheduled_reward"] == [
         pytest.approx(trainer._metrics["train"]["reward"][0])]
+
+
+def test_a_shortfall_draw_asks_for_what_the_missing_groups_need_at_the_rate_seen():
+    assert extra_draw_size("batch", missing=4, found=12, drawn=16, batch=16) == 16
+    assert extra_draw_size("shortfall", missing=4, found=12, drawn=16, batch=16) == 6  # 4 / 0.75
+    assert extra_draw_size("shortfall", missing=1, found=12, drawn=16, batch=16) == 2  # rounded up, never 0
+    assert extra_draw_size("shortfall", missing=15, found=1, drawn=16, batch=16) == 16  # never more than a batch
+    assert extra_draw_size("shortfall", missing=16, found=0, drawn=16, batch=16) == 16  # no rate yet: a batch
+    assert extra_draw_size("shortfall", missing=0, found=16, drawn=16, batch=16) == 0
+    with pytest.raises(ValueError, match="shortfall"):
+        extra_draw_size("half", missing=1, found=1, drawn=2, batch=2)
+
+
+def test_a_shortfall_draw_generates_fewer_rollouts_and_still_fills_the_batch(tmp_path, tiny_policy_path, tokenizer):
+    trainer, data = dynamic_trainer(tmp_path, tiny_policy_path, tokenizer, per_device_train_batch_size=8,
+                                    dynamic_sampling_max_draws=1, dynamic_sampling_draw="shortfall")
+    scored = []
+    score = trainer._scored_batch
+    trainer._scored_batch = lambda inputs: scored.append(len(inputs)) or score(inputs)
+    # three varied groups and one constant: one group missing at a rate of 3/4, so the draw takes 2 questions
+    # (both rows of the data: one of them varied), not a batch of 4
+    inputs = [dict(data[0])] * 2 + [dict(data[1])] * 6
+    batch = trainer._generate_and_score_completions(inputs)
+    assert scored == [8, 4]
+    assert trainer._metrics["train"]["search/dynamic_extra_questions"] == [2.0]
+    assert batch["completion_ids"].size(0) == 8
+    assert_every_group_varied(batch, data, tokenizer)
+    assert trainer._metrics["train"]["search/informative_group_frac"] == [1.0]
+    with pytest.raises(ValueError, match="dynamic_sampling_draw"):
+        SearchGRPOConfig(output_dir=str(tmp_path), dynamic_sampling=True, dynamic_sampling_draw="half", use_cpu=True)

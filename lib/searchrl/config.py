@@ -46,6 +46,7 @@ from searchrl.retrieval.service import ServiceConfig, service_problems
 from searchrl.retrieval.web_settings import WebSearchConfig, web_search_problems
 from searchrl.rewards.evidence import EvidenceConfig, evidence_problems
 from searchrl.rollout.base import RolloutConfig, rollout_problems
+from searchrl.trainer.dynamic_sampling import DRAW_SIZES
 from searchrl.trainer.health import HealthConfig, health_problems
 from searchrl.trainer.memorization import MemorizationConfig, memorization_problems
 from searchrl.trainer.probe import ProbeConfig, probe_problems
@@ -262,9 +263,17 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     drop_zero_variance: bool = False
     """Skip groups whose rewards are all equal (they carry no learning signal)."""
     dynamic_sampling: bool = False
-    """DAPO dynamic sampling: when groups of a step have equal rewards, draw and roll out more questions (up to 3
-    extra batches) until the batch is filled with groups whose rewards differ; implies drop_zero_variance. Costs
-    extra rollouts, which on a CPU are cheaper than the backward pass they make count."""
+    """DAPO dynamic sampling: when groups of a step have equal rewards, draw and roll out more questions (up to
+    dynamic_sampling_max_draws extra draws) until the batch is filled with groups whose rewards differ; implies
+    drop_zero_variance. Costs extra rollouts, which on a CPU are cheaper than the backward pass they make count."""
+    dynamic_sampling_draw: str = "batch"
+    """How many questions each of dynamic_sampling's extra draws takes: batch (a whole step's worth, as DAPO) or
+    shortfall (as many as the missing informative groups need at the rate the step's draws have given so far: a step
+    with 12 of 16 groups informative draws 6 questions, not 16; a draw that falls short is followed by another).
+    Shortfall generates fewer rollouts a step and may need more draws."""
+    dynamic_sampling_max_draws: int = 3
+    """dynamic_sampling: extra draws at most per step; groups still missing then are filled with the step's
+    zero-variance groups, masked out of the loss."""
     prompt_selection: str = "uniform"
     """Which training questions each step draws: uniform (TRL's shuffled order) or informative, difficulty-aware
     selection from the rollouts already made (R1-Searcher 2.1, online): question types whose groups were informative
@@ -528,6 +537,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "scale_rewards": ("group", "batch", "none"),
     "lr_scheduler_type": ("linear", "constant", "constant_with_warmup", "cosine"),
     "prompt_selection": PROMPT_SELECTIONS,
+    "dynamic_sampling_draw": DRAW_SIZES,
     "vllm_mode": ("colocate", "server"),
     "report_to": (
         "none", "all", "tensorboard", "trackio", "wandb", "mlflow", "azure_ml", "clearml", "codecarbon",
@@ -544,6 +554,7 @@ _MINIMUMS: dict[str, float] = {
     "logging_steps": 1, "save_steps": 1, "stage1_steps": 0, "eval_batch_size": 1, "n_trajectories_shown": 0,
     "world_seed": 0, "world_passage_words": 20, "torch_threads": 0, "reward_kl_coef": 0.0, "train_max_hops": 0,
     "n_eval_untrained": 0, "micro_batch_size": 0, "num_iterations": 1, "train_top_layers": 0,
+    "dynamic_sampling_max_draws": 1,
 }  # fmt: skip
 _POSITIVE = ("learning_rate", "sft_learning_rate", "sft_epochs", "vllm_gpu_memory_utilization", "value_lr")
 

@@ -3,11 +3,13 @@
 A group whose rollouts all earned the same reward has zero advantage everywhere: training on it only shrinks the
 batch. Instead of dropping such groups and training on what is left, the trainer draws more questions, scores them
 and fills the batch with informative groups (DAPO, Yu et al. 2025, section 3.2). What these helpers do: find the
-informative groups, and cut and join TRL's per-sample batch dictionaries (prompts are left-padded, completions
-right-padded, so joining pads each side the way TRL did).
+informative groups, size each extra draw, and cut and join TRL's per-sample batch dictionaries (prompts are
+left-padded, completions right-padded, so joining pads each side the way TRL did).
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -17,6 +19,25 @@ def informative_groups(rewards: torch.Tensor, num_generations: int) -> torch.Ten
     """(groups,) bool: whether the rewards within each group of `num_generations` consecutive samples differ."""
     grouped = rewards.view(-1, num_generations)
     return grouped.max(dim=1).values != grouped.min(dim=1).values
+
+
+DRAW_SIZES = ("batch", "shortfall")
+"""How many questions an extra draw takes: a whole batch (DAPO), or what the missing groups need (`extra_draw_size`)."""
+
+
+def extra_draw_size(mode: str, missing: int, found: int, drawn: int, batch: int) -> int:
+    """Questions to draw next when `missing` informative groups are still wanted and `found` of the `drawn` questions
+    scored so far this step were informative. "batch" draws a whole `batch` every time. "shortfall" draws the
+    number that the step's informative rate so far expects to yield the missing groups (a step whose first batch
+    had 12 of 16 informative needs 4 more and draws 6 questions, not 16), at most a batch; with no informative group
+    yet it has no rate to go by and draws a batch. A draw that falls short is followed by another, up to the cap."""
+    if mode not in DRAW_SIZES:
+        raise ValueError(f"dynamic_sampling_draw must be one of {DRAW_SIZES}, not {mode!r}")
+    if missing <= 0:
+        return 0
+    if mode == "batch" or found == 0:
+        return batch
+    return min(batch, math.ceil(missing * drawn / found))
 
 
 def _per_sample(value, size: int) -> bool:
@@ -59,4 +80,4 @@ def concat_batches(batches: list[dict], size: int) -> dict:
     return out
 
 
-__all__ = ["concat_batches", "informative_groups", "take_rows"]
+__all__ = ["DRAW_SIZES", "concat_batches", "extra_draw_size", "informative_groups", "take_rows"]

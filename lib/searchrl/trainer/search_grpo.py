@@ -30,7 +30,7 @@ from searchrl.rollout import HFTurnGenerator, RolloutConfig, SearchRollout, VLLM
 from searchrl.rundir import checkpoint_space_problem
 from searchrl.trainer.across_processes import mean_over_processes
 from searchrl.trainer.advantages import ADVANTAGE_ESTIMATORS, AdvantageInputs, gae_advantages
-from searchrl.trainer.dynamic_sampling import concat_batches, informative_groups, take_rows
+from searchrl.trainer.dynamic_sampling import DRAW_SIZES, concat_batches, extra_draw_size, informative_groups, take_rows
 from searchrl.trainer.freeze import train_top_blocks
 from searchrl.trainer.health import garble_metrics
 from searchrl.trainer.length_groups import length_grouped
@@ -105,6 +105,10 @@ class SearchGRPOConfig(GRPOConfig):
     dynamic_sampling_max_draws: int = field(
         default=3, metadata={"help": "dynamic_sampling: extra batches drawn at most per step; what is still "
                                      "missing then is filled with zero-variance groups, masked out."})
+    dynamic_sampling_draw: str = field(
+        default="batch", metadata={"help": "dynamic_sampling: batch (every extra draw is a whole batch of questions, "
+                                           "DAPO) or shortfall (as many questions as the missing groups need at the "
+                                           "step's informative rate so far; searchrl.trainer.dynamic_sampling)."})
     length_grouped_micro_batches: bool = field(
         default=False, metadata={"help": "Cut each step's rollouts into micro-batches of similar length and drop "
                                          "their all-padding columns (searchrl.trainer.length_groups)."})
@@ -154,6 +158,8 @@ class SearchGRPOConfig(GRPOConfig):
             self.drop_zero_variance = True  # groups that stay uninformative after the last draw are masked out
             if self.dynamic_sampling_max_draws < 1:
                 raise ValueError("dynamic_sampling_max_draws must be >= 1")
+        if self.dynamic_sampling_draw not in DRAW_SIZES:
+            raise ValueError(f"dynamic_sampling_draw must be one of {DRAW_SIZES}, not {self.dynamic_sampling_draw!r}")
 
     def to_dict(self):
         # Trackers and TRL's logging serialise the arguments as JSON; the rollout travels as its fields.
@@ -426,17 +432,20 @@ class SearchGRPOTrainer(GRPOTrainer):
         return loss
 
     def _fill_with_informative_groups(self, inputs, output, rewards):
-        """DAPO dynamic sampling: draw and score more questions (at most dynamic_sampling_max_draws batches) until
-        the batch holds as many informative groups as it has groups; the rest stays masked (drop_zero_variance)."""
+        """DAPO dynamic sampling: draw and score more questions (at most dynamic_sampling_max_draws draws, each sized
+        by dynamic_sampling_draw) until the batch holds as many informative groups as it has groups; the rest stays
+        masked (drop_zero_variance)."""
         g = self.num_generations
         size = len(inputs)
         wanted = size // g
         batches, keeps, draws = [output], [informative_groups(rewards, g)], 0
-        while sum(int(k.sum()) for k in keeps) < wanted and draws < self.args.dynamic_sampling_max_draws:
-            more, more_rewards = self._scored_batch(self._draw_questions(wanted))
+        found, drawn = int(keeps[0].sum()), wanted
+        while found < wanted and draws < self.args.dynamic_sampling_max_draws:
+            n = extra_draw_size(self.args.dynamic_sampling_draw, wanted - found, found, drawn, wanted)
+            more, more_rewards = self._scored_batch(self._draw_questions(n))
             batches.append(more)
             keeps.append(informative_groups(more_rewards, g))
-            draws += 1
+            found, drawn, draws = found + int(keeps[-1].sum()), drawn + n, draws + 1
         # Informative groups first, in the order drawn; then the first batch's other groups as masked filler.
         chosen = [(i, grp) for i, k in enumerate(keeps) for grp in k.nonzero().flatten().tolist()][:wanted]
         chosen += [(0, grp) for grp in (~keeps[0]).nonzero().flatten().tolist()][: wanted - len(chosen)]
@@ -445,11 +454,13 @@ class SearchGRPOTrainer(GRPOTrainer):
             groups = [grp for j, grp in chosen if j == i]
             if groups:
                 rows = torch.tensor([grp * g + k for grp in groups for k in range(g)])
-                parts.append(take_rows(batch, rows, size))
+                parts.append(take_rows(batch, rows, keeps[i].numel() * g))  # an extra draw may be smaller
         merged = concat_batches(parts, len(parts[0]["completion_ids"]))
         mask = merged["completion_mask"] * merged.get("tool_mask", 1)
         merged["num_items_in_batch"] = mask.sum()
         self._metrics["train"]["search/dynamic_extra_draws"].append(float(draws))
+        # Questions drawn beyond the scheduled ones: what the extra draws cost this step (dynamic_sampling_draw).
+        self._metrics["train"]["search/dynamic_extra_questions"].append(float(drawn - wanted))
         informative = sum(1 for i, grp in chosen if keeps[i][grp])
         self._metrics["train"]["search/informative_group_frac"].append(informative / wanted)
         return merged
