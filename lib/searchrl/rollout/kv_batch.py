@@ -39,7 +39,7 @@ class KVBatch:
     def _forward(self, model, ids: torch.Tensor, cols: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         self.mask = torch.cat([self.mask, cols], dim=1)
         kwargs = {"logits_to_keep": 1} if self.keep_last else {}
-        kwargs[_cache_keyword(model)] = self.cache
+        kwargs[cache_keyword(model)] = self.cache
         out = model(input_ids=ids, attention_mask=self.mask, position_ids=pos, use_cache=True, **kwargs)
         return out.logits[:, -1].float()
 
@@ -129,7 +129,7 @@ def peft_base(model):
     return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 
-def _cache_keyword(model) -> str:
+def cache_keyword(model) -> str:
     """`cache`, or `past_key_values` for models from transformers before the rename (5.x deprecates the old name
     and warns on every call, which floods a rollout's log)."""
     return _forward_cache_keyword(type(peft_base(model)))

@@ -20,7 +20,7 @@ from contextlib import nullcontext
 
 import torch
 
-from searchrl.rollout.kv_batch import _cache_keyword, peft_base
+from searchrl.rollout.kv_batch import cache_keyword, peft_base
 
 MIN_SHARED_PREFIX = 16  # below this the second model call costs more than the prefix saves
 
@@ -90,7 +90,7 @@ def shared_prefix_logps(model, input_ids: torch.Tensor, attention_mask: torch.Te
         suffix_mask[i, :n + logits_to_keep] = attention_mask[i, begin:]
         labels[i, n:n + logits_to_keep] = completion[i].masked_fill(completion_mask[i] == 0, -100)
     prefix = input_ids[:1, starts[0]:starts[0] + shared]
-    keyword = _cache_keyword(model)
+    keyword = cache_keyword(model)
     with autocast if autocast is not None else nullcontext():
         _backbone(model)(input_ids=prefix, attention_mask=torch.ones_like(prefix), use_cache=True,
                          **{keyword: cache})
