@@ -1,0 +1,135 @@
+"""RL's forward and backward passes in float32 and under bfloat16 autocast (`bf16: true`), side by side.
+
+Real rollouts from a run's training log (trajectories/train/rl/step-*.jsonl) are laid out as TRL lays out a
+micro-batch and scored by the float32 policy both ways, alternating which runs first, on the same micro-batches,
+through the pass RL runs (`shared_prefix`, TRL's own where it falls back). Each pass is the forward and the backward
+of a GRPO-shaped objective: the rollout's logged advantage times its mean completion log-probability. Besides the
+time, it reports how far autocast moves what the update is made of: the log-probabilities (mean and largest
+absolute difference over completion tokens) and the gradient (cosine similarity to float32's, and the relative
+size of the difference), since a faster pass is worth having only if it points the update the same way.
+
+    python benchmarks/bf16_pass.py --rollouts outputs/<notebook>/<run>/.../trajectories/train/rl/step-0001.jsonl \\
+        --policy <the run's cold start> --protocol search_r1_compact --micro 4
+    python benchmarks/bf16_pass.py --tiny         # random tiny model and made-up rollouts: checks the script
+Results are printed and saved to outputs/benchmarks/bf16_pass-<time>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import statistics
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+from shared_prefix import layout, read_rollouts  # the sibling benchmark's TRL micro-batch layout
+
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+
+def scored_pass(model, ids, mask, keep, advantages, autocast):
+    """(seconds, completion log-probs, flattened gradient) of one forward and backward under `autocast`."""
+    from types import SimpleNamespace
+
+    import torch
+    from trl import GRPOTrainer
+
+    from searchrl.trainer.shared_prefix import shared_prefix_logps
+
+    model.zero_grad(set_to_none=True)
+    start = time.perf_counter()
+    result = shared_prefix_logps(model, ids, mask, keep, autocast=autocast())
+    if result is None:  # rows share too little: TRL's pass, as RL would run it
+        owner = SimpleNamespace(accelerator=SimpleNamespace(autocast=autocast, is_main_process=True))
+        result = GRPOTrainer._get_per_token_logps_and_entropies(owner, model, ids, mask, keep)
+    logps = result[0].float()
+    tokens = mask[:, -keep:].float()
+    per_row = (logps * tokens).sum(dim=1) / tokens.sum(dim=1).clamp(min=1)
+    (-(advantages * per_row).sum()).backward()
+    seconds = time.perf_counter() - start
+    grad = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+    return seconds, logps.detach(), grad
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rollouts", type=Path, help="a training rollout log (step-NNNN.jsonl)")
+    parser.add_argument("--policy", default="smollm2-135m-instruct", help="checkpoint folder or bundled name")
+    parser.add_argument("--protocol", default="search_r1")
+    parser.add_argument("--micro", type=int, default=4, help="rows per micro-batch")
+    parser.add_argument("--batches", type=int, default=6, help="micro-batches timed (after one warm-up)")
+    parser.add_argument("--max-completion", type=int, default=512)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tiny", action="store_true", help="random tiny model, made-up rollouts")
+    parser.add_argument("--out", type=Path, default=Path("outputs/benchmarks"))
+    args = parser.parse_args()
+
+    import torch
+    from trl.trainer.utils import add_fused_lm_head
+
+    from searchrl.models import load_policy, tiny_test_policy
+    from searchrl.protocols import get_protocol
+
+    model, tokenizer = tiny_test_policy(seed=0) if args.tiny else load_policy(args.policy, device="cpu")
+    model.float().train()
+    add_fused_lm_head(model, temperature=1.0)
+    protocol = get_protocol(args.protocol)
+    if args.tiny:
+        rows = [{"id": f"q{i // 4}", "question": f"Where was person {i // 4} born?", "advantage": (-1.0) ** i,
+                 "completion": "<think> one fact </think> <search> person born </search>" * 4} for i in range(16)]
+    else:
+        if args.rollouts is None:
+            parser.error("--rollouts is required (or --tiny)")
+        # The rollouts RL trained on: groups whose rewards were all equal are logged with no (NaN) advantage.
+        rows = [r for r in read_rollouts(args.rollouts) if math.isfinite(float(r.get("advantage") or "nan"))]
+    variants = {"fp32": nullcontext, "bf16": lambda: torch.autocast("cpu", dtype=torch.bfloat16)}
+    rng = random.Random(args.seed)
+    seconds = {name: [] for name in variants}
+    logp_mean, logp_max, cosines, relative = [], [], [], []
+    for batch in range(args.batches + 1):
+        chosen = rng.sample(rows, args.micro)
+        ids, mask, keep = layout(tokenizer, protocol, chosen, args.max_completion)
+        advantages = torch.tensor([float(r["advantage"]) for r in chosen])
+        order = list(variants.items())
+        if batch % 2:
+            order.reverse()  # alternate which runs first, so neither always meets a warm cache
+        out = {name: scored_pass(model, ids, mask, keep, advantages, ctx) for name, ctx in order}
+        if not batch:  # the first micro-batch warms up
+            continue
+        for name in variants:
+            seconds[name].append(out[name][0])
+        real = mask[:, -keep:].bool()
+        diff = (out["bf16"][1] - out["fp32"][1]).abs()[real]
+        logp_mean.append(diff.mean().item())
+        logp_max.append(diff.max().item())
+        g32, g16 = out["fp32"][2].double(), out["bf16"][2].double()  # float32 sums over 135M terms lose digits
+        if not (g32.isfinite().all() and g16.isfinite().all()):
+            raise RuntimeError(f"micro-batch {batch}: a gradient is not finite (fp32 {int((~g32.isfinite()).sum())}, "
+                               f"bf16 {int((~g16.isfinite()).sum())} entries)")
+        cosines.append((g32 @ g16 / (g32.norm() * g16.norm())).item())
+        relative.append(((g16 - g32).norm() / g32.norm()).item())
+        print(f"micro-batch {batch}: fp32 {out['fp32'][0]:.2f} s, bf16 {out['bf16'][0]:.2f} s; log-prob |diff| mean "
+              f"{logp_mean[-1]:.4f} max {logp_max[-1]:.3f}; gradient cosine {cosines[-1]:.4f}", flush=True)
+    result = {"micro_batch": args.micro, "batches": args.batches,
+              "fp32_s": statistics.median(seconds["fp32"]), "bf16_s": statistics.median(seconds["bf16"]),
+              "speedup": sum(seconds["fp32"]) / sum(seconds["bf16"]),
+              "logp_abs_diff_mean": statistics.mean(logp_mean), "logp_abs_diff_max": max(logp_max),
+              "grad_cosine_min": min(cosines), "grad_cosine_median": statistics.median(cosines),
+              "grad_relative_diff_median": statistics.median(relative)}
+    print(f"fp32 {result['fp32_s']:.2f} s, bf16 {result['bf16_s']:.2f} s (medians), {result['speedup']:.2f}x; "
+          f"gradient cosine median {result['grad_cosine_median']:.4f} (min {result['grad_cosine_min']:.4f}), "
+          f"relative difference {result['grad_relative_diff_median']:.3f}; log-prob |diff| mean "
+          f"{result['logp_abs_diff_mean']:.4f}", flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"bf16_pass-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps({"argv": vars(args) | {"rollouts": str(args.rollouts), "out": str(args.out)},
+                                "threads": torch.get_num_threads(), "result": result}, indent=2))
+    print(f"saved {path}")
+
+
+if __name__ == "__main__":
+    main()
