@@ -38,9 +38,9 @@ def fused_policy(tiny_policy):
     return model
 
 
-def trl_pass(model, ids, mask, keep):
+def trl_pass(model, ids, mask, keep, autocast=nullcontext):
     """TRL's own `_get_per_token_logps_and_entropies` (the reference), outside a trainer."""
-    owner = SimpleNamespace(accelerator=SimpleNamespace(autocast=nullcontext, is_main_process=True))
+    owner = SimpleNamespace(accelerator=SimpleNamespace(autocast=autocast, is_main_process=True))
     logps, entropies, _ = GRPOTrainer._get_per_token_logps_and_entropies(owner, model, ids, mask, keep,
                                                                          compute_entropy=True)
     return logps, entropies
@@ -87,6 +87,34 @@ def test_shared_prefix_pass_matches_trls_values_and_gradients(fused_policy):
     assert (shared[mask[:, -keep:] == 0] == 0).all()  # masked completion tokens score 0, as TRL's
     for got, want in zip(grads, ref_grads, strict=True):
         assert torch.allclose(got, want, atol=1e-5, rtol=1e-4)
+
+
+def test_under_bf16_autocast_the_pass_agrees_with_trls_own(fused_policy):
+    # `bf16: true` on a CPU runs RL's pass under bfloat16 autocast: the prefix and the rows' remainders must both run
+    # under it (a cache of one precision read by the other fails) and give TRL's values to bfloat16's precision.
+    def bf16():
+        return torch.autocast("cpu", dtype=torch.bfloat16)
+
+    ids, mask, keep = left_padded_batch(list(range(10, 40)), [[41], [42, 43], [44]], [[50, 51, 52, 53]] * 3, [4, 2, 3])
+    runs = []
+    for fn in (lambda: trl_pass(fused_policy, ids, mask, keep, autocast=bf16)[0],
+               lambda: shared_prefix_logps(fused_policy, ids, mask, keep, autocast=bf16(), min_prefix=8)[0]):
+        fused_policy.zero_grad()
+        logps = fn()
+        (logps * mask[:, -keep:]).sum().backward()
+        runs.append((logps.detach(), torch.cat([p.grad.flatten() for p in fused_policy.parameters()])))
+    (reference, ref_grad), (shared, grad) = runs
+    assert torch.allclose(shared, reference, atol=0.01)
+    # both model calls of the shared pass (the prefix, then the remainders) run their projections in bfloat16
+    dtypes = []
+    linear = next(m for m in fused_policy.modules() if isinstance(m, torch.nn.Linear))
+    hook = linear.register_forward_hook(lambda module, args, out: dtypes.append(out.dtype))
+    try:
+        shared_prefix_logps(fused_policy, ids, mask, keep, autocast=bf16(), min_prefix=8)
+    finally:
+        hook.remove()
+    assert dtypes == [torch.bfloat16, torch.bfloat16]
+    assert torch.nn.functional.cosine_similarity(grad.double(), ref_grad.double(), dim=0) > 0.99
 
 
 def test_too_short_a_shared_prefix_leaves_the_pass_to_trl(fused_policy):
