@@ -5,8 +5,10 @@ micro-batch and scored by the float32 policy both ways, alternating which runs f
 through the pass RL runs (`shared_prefix`, TRL's own where it falls back). Each pass is the forward and the backward
 of a GRPO-shaped objective: the rollout's logged advantage times its mean completion log-probability. Besides the
 time, it reports how far autocast moves what the update is made of: the log-probabilities (mean and largest
-absolute difference over completion tokens) and the gradient (cosine similarity to float32's, and the relative
-size of the difference), since a faster pass is worth having only if it points the update the same way.
+absolute difference over completion tokens), the gradient (cosine similarity to float32's, and the relative size of
+the difference) and Adam's first step (about the gradient's sign), since a faster pass is worth having only if it
+points the update the same way. As a yardstick, the cosine between two micro-batches' float32 gradients: the noise
+that sampling other rollouts puts into an update anyway.
 
     python benchmarks/bf16_pass.py --rollouts outputs/<notebook>/<run>/.../trajectories/train/rl/step-0001.jsonl \\
         --policy <the run's cold start> --protocol search_r1_compact --micro 4
@@ -55,6 +57,10 @@ def scored_pass(model, ids, mask, keep, advantages, autocast):
     return seconds, logps.detach(), grad
 
 
+def cosine(a, b) -> float:
+    return (a @ b / (a.norm() * b.norm())).item()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rollouts", type=Path, help="a training rollout log (step-NNNN.jsonl)")
@@ -89,7 +95,8 @@ def main() -> None:
     variants = {"fp32": nullcontext, "bf16": lambda: torch.autocast("cpu", dtype=torch.bfloat16)}
     rng = random.Random(args.seed)
     seconds = {name: [] for name in variants}
-    logp_mean, logp_max, cosines, relative = [], [], [], []
+    logp_mean, logp_max, cosines, relative, adam_first, across_batches = [], [], [], [], [], []
+    previous = None
     for batch in range(args.batches + 1):
         chosen = rng.sample(rows, args.micro)
         ids, mask, keep = layout(tokenizer, protocol, chosen, args.max_completion)
@@ -110,8 +117,13 @@ def main() -> None:
         if not (g32.isfinite().all() and g16.isfinite().all()):
             raise RuntimeError(f"micro-batch {batch}: a gradient is not finite (fp32 {int((~g32.isfinite()).sum())}, "
                                f"bf16 {int((~g16.isfinite()).sum())} entries)")
-        cosines.append((g32 @ g16 / (g32.norm() * g16.norm())).item())
+        cosines.append(cosine(g32, g16))
         relative.append(((g16 - g32).norm() / g32.norm()).item())
+        # Adam's first update is about sign(gradient): how often autocast flips an element's direction
+        adam_first.append(cosine(g32 / (g32.abs() + 1e-8), g16 / (g16.abs() + 1e-8)))
+        if previous is not None:  # the yardstick: how far another micro-batch's float32 gradient points
+            across_batches.append(cosine(g32, previous))
+        previous = g32
         print(f"micro-batch {batch}: fp32 {out['fp32'][0]:.2f} s, bf16 {out['bf16'][0]:.2f} s; log-prob |diff| mean "
               f"{logp_mean[-1]:.4f} max {logp_max[-1]:.3f}; gradient cosine {cosines[-1]:.4f}", flush=True)
     result = {"micro_batch": args.micro, "batches": args.batches,
@@ -119,11 +131,15 @@ def main() -> None:
               "speedup": sum(seconds["fp32"]) / sum(seconds["bf16"]),
               "logp_abs_diff_mean": statistics.mean(logp_mean), "logp_abs_diff_max": max(logp_max),
               "grad_cosine_min": min(cosines), "grad_cosine_median": statistics.median(cosines),
-              "grad_relative_diff_median": statistics.median(relative)}
+              "grad_relative_diff_median": statistics.median(relative),
+              "adam_first_step_cosine_median": statistics.median(adam_first),
+              "fp32_cosine_across_micro_batches_median": statistics.median(across_batches or [float("nan")])}
     print(f"fp32 {result['fp32_s']:.2f} s, bf16 {result['bf16_s']:.2f} s (medians), {result['speedup']:.2f}x; "
           f"gradient cosine median {result['grad_cosine_median']:.4f} (min {result['grad_cosine_min']:.4f}), "
           f"relative difference {result['grad_relative_diff_median']:.3f}; log-prob |diff| mean "
-          f"{result['logp_abs_diff_mean']:.4f}", flush=True)
+          f"{result['logp_abs_diff_mean']:.4f}; Adam's first step cosine {result['adam_first_step_cosine_median']:.3f}; "
+          f"yardstick, float32 gradients of two micro-batches: cosine "
+          f"{result['fp32_cosine_across_micro_batches_median']:.3f}", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"bf16_pass-{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.write_text(json.dumps({"argv": vars(args) | {"rollouts": str(args.rollouts), "out": str(args.out)},
