@@ -19,16 +19,14 @@ Results are printed and saved to outputs/benchmarks/bf16_pass-<time>.json.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import random
 import statistics
 import time
 from contextlib import nullcontext
-from pathlib import Path
 
-from shared_prefix import layout, read_rollouts  # the sibling benchmark's TRL micro-batch layout
+from shared_prefix import add_rollout_arguments, layout, policy_and_rollouts, save_result  # shared setup
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
@@ -63,35 +61,17 @@ def cosine(a, b) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rollouts", type=Path, help="a training rollout log (step-NNNN.jsonl)")
-    parser.add_argument("--policy", default="smollm2-135m-instruct", help="checkpoint folder or bundled name")
-    parser.add_argument("--protocol", default="search_r1")
+    add_rollout_arguments(parser)
     parser.add_argument("--micro", type=int, default=4, help="rows per micro-batch")
     parser.add_argument("--batches", type=int, default=6, help="micro-batches timed (after one warm-up)")
-    parser.add_argument("--max-completion", type=int, default=512)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--tiny", action="store_true", help="random tiny model, made-up rollouts")
-    parser.add_argument("--out", type=Path, default=Path("outputs/benchmarks"))
     args = parser.parse_args()
 
     import torch
-    from trl.trainer.utils import add_fused_lm_head
 
-    from searchrl.models import load_policy, tiny_test_policy
-    from searchrl.protocols import get_protocol
-
-    model, tokenizer = tiny_test_policy(seed=0) if args.tiny else load_policy(args.policy, device="cpu")
-    model.float().train()
-    add_fused_lm_head(model, temperature=1.0)
-    protocol = get_protocol(args.protocol)
-    if args.tiny:
-        rows = [{"id": f"q{i // 4}", "question": f"Where was person {i // 4} born?", "advantage": (-1.0) ** i,
-                 "completion": "<think> one fact </think> <search> person born </search>" * 4} for i in range(16)]
-    else:
-        if args.rollouts is None:
-            parser.error("--rollouts is required (or --tiny)")
-        # The rollouts RL trained on: groups whose rewards were all equal are logged with no (NaN) advantage.
-        rows = [r for r in read_rollouts(args.rollouts) if math.isfinite(float(r.get("advantage") or "nan"))]
+    model, tokenizer, protocol, rows = policy_and_rollouts(args, parser, temperature=1.0)
+    model.float()
+    # The rollouts RL trained on: groups whose rewards were all equal are logged with no (NaN) advantage.
+    rows = [r for r in rows if math.isfinite(float(r.get("advantage") or "nan"))]
     variants = {"fp32": nullcontext, "bf16": lambda: torch.autocast("cpu", dtype=torch.bfloat16)}
     rng = random.Random(args.seed)
     seconds = {name: [] for name in variants}
@@ -140,10 +120,7 @@ def main() -> None:
           f"{result['logp_abs_diff_mean']:.4f}; Adam's first step cosine {result['adam_first_step_cosine_median']:.3f}; "
           f"yardstick, float32 gradients of two micro-batches: cosine "
           f"{result['fp32_cosine_across_micro_batches_median']:.3f}", flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"bf16_pass-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps({"argv": vars(args) | {"rollouts": str(args.rollouts), "out": str(args.out)},
-                                "threads": torch.get_num_threads(), "result": result}, indent=2))
+    path = save_result(args, "bf16_pass", {"result": result})
     print(f"saved {path}")
 
 

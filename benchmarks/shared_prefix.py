@@ -32,6 +32,48 @@ def read_rollouts(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def add_rollout_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of a benchmark that scores a run's logged rollouts with a policy (this one and bf16_pass.py)."""
+    parser.add_argument("--rollouts", type=Path, help="a training rollout log (step-NNNN.jsonl)")
+    parser.add_argument("--policy", default="smollm2-135m-instruct", help="checkpoint folder or bundled name")
+    parser.add_argument("--protocol", default="search_r1")
+    parser.add_argument("--max-completion", type=int, default=512)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tiny", action="store_true", help="random tiny model, made-up rollouts")
+    parser.add_argument("--out", type=Path, default=Path("outputs/benchmarks"))
+
+
+def policy_and_rollouts(args, parser: argparse.ArgumentParser, temperature: float):
+    """(model in training mode with TRL's fused LM head, tokenizer, protocol, rollout rows) for `args`."""
+    from trl.trainer.utils import add_fused_lm_head
+
+    from searchrl.models import load_policy, tiny_test_policy
+    from searchrl.protocols import get_protocol
+
+    model, tokenizer = tiny_test_policy(seed=0) if args.tiny else load_policy(args.policy, device="cpu")
+    model.train()
+    add_fused_lm_head(model, temperature=temperature)
+    if args.tiny:
+        rows = [{"id": f"q{i // 4}", "question": f"Where was person {i // 4} born?", "advantage": (-1.0) ** i,
+                 "completion": "<think> one fact </think> <search> person born </search>" * 4} for i in range(16)]
+    else:
+        if args.rollouts is None:
+            parser.error("--rollouts is required (or --tiny)")
+        rows = read_rollouts(args.rollouts)
+    return model, tokenizer, get_protocol(args.protocol), rows
+
+
+def save_result(args, name: str, payload: dict) -> Path:
+    """Write the run's arguments, thread count and `payload` to <out>/<name>-<time>.json."""
+    import torch
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps({"argv": vars(args) | {"rollouts": str(args.rollouts), "out": str(args.out)},
+                                "threads": torch.get_num_threads(), **payload}, indent=2))
+    return path
+
+
 def layout(tokenizer, protocol, rows: list[dict], max_completion: int):
     """TRL's layout of one micro-batch: (input_ids, attention_mask, completion width)."""
     import torch
@@ -58,37 +100,17 @@ def timed_pass(fn, model, ids, mask, keep) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rollouts", type=Path, help="a training rollout log (step-NNNN.jsonl)")
-    parser.add_argument("--policy", default="smollm2-135m-instruct", help="checkpoint folder or bundled name")
-    parser.add_argument("--protocol", default="search_r1")
+    add_rollout_arguments(parser)
     parser.add_argument("--micro", type=int, action="append", help="rows per micro-batch (repeatable; default 4)")
     parser.add_argument("--batches", type=int, default=6, help="micro-batches timed per size (after one warm-up)")
     parser.add_argument("--grouped", action="store_true", help="micro-batches of whole groups (one question)")
-    parser.add_argument("--max-completion", type=int, default=512)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--tiny", action="store_true", help="random tiny model, made-up rollouts")
-    parser.add_argument("--out", type=Path, default=Path("outputs/benchmarks"))
     args = parser.parse_args()
 
-    import torch
     from trl import GRPOTrainer
-    from trl.trainer.utils import add_fused_lm_head
 
-    from searchrl.models import load_policy, tiny_test_policy
-    from searchrl.protocols import get_protocol
     from searchrl.trainer.shared_prefix import shared_prefix_length, shared_prefix_logps
 
-    model, tokenizer = tiny_test_policy(seed=0) if args.tiny else load_policy(args.policy, device="cpu")
-    model.train()
-    add_fused_lm_head(model, temperature=0.7)
-    protocol = get_protocol(args.protocol)
-    if args.tiny:
-        rows = [{"id": f"q{i // 4}", "question": f"Where was person {i // 4} born?",
-                 "completion": "<think> one fact </think> <search> person born </search>" * 4} for i in range(16)]
-    else:
-        if args.rollouts is None:
-            parser.error("--rollouts is required (or --tiny)")
-        rows = read_rollouts(args.rollouts)
+    model, tokenizer, protocol, rows = policy_and_rollouts(args, parser, temperature=0.7)
     owner = SimpleNamespace(accelerator=SimpleNamespace(autocast=nullcontext, is_main_process=True))
 
     def trl(model, ids, mask, keep):
@@ -133,10 +155,7 @@ def main() -> None:
         print(f"micro-batch {micro:3d}: TRL {row['trl_s']:.2f} s, shared prefix {row['shared_s']:.2f} s (medians), "
               f"{row['speedup']:.2f}x over {args.batches} micro-batches; tokens run {tokens['trl']} -> "
               f"{tokens['shared']}", flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    out = args.out / f"shared_prefix-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(json.dumps({"argv": vars(args) | {"rollouts": str(args.rollouts), "out": str(args.out)},
-                               "threads": torch.get_num_threads(), "results": results}, indent=2))
+    out = save_result(args, "shared_prefix", {"results": results})
     print(f"saved {out}")
 
 
