@@ -116,10 +116,11 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     bf16: bool = False
     """Train in bfloat16 mixed precision: the forward and backward passes autocast to bfloat16, the policy's weights
     and optimizer state stay float32 (stored in bfloat16, small updates round away); rollouts are generated in
-    float32. Fast on GPUs, and on CPUs with native bf16 instructions: on this project's 2-core AVX512-BF16 machine
-    (torch 2.13) RL's forward and backward pass ran 1.4-1.6x faster than float32, its gradient at cosine 0.995 to
-    float32's, where two micro-batches' float32 gradients are at 0.03 (benchmarks/bf16_pass.py). Whether RL learns
-    as well in bfloat16 on a CPU is not measured yet."""
+    float32 (on this CPU, bfloat16 decoding ran 0.7-0.8x float32's speed: benchmarks/bf16_decode.py). Fast on GPUs,
+    and on CPUs with native bf16 instructions: on this project's 2-core AVX512-BF16 machine (torch 2.13) RL's
+    forward and backward pass ran 1.4-1.6x faster than float32, its gradient at cosine 0.995 to float32's, where two
+    micro-batches' float32 gradients are at 0.03 (benchmarks/bf16_pass.py). Whether RL learns as well in bfloat16 on
+    a CPU is not measured yet."""
     use_vllm: bool = False
     """Generate rollouts with vLLM (GPU only)."""
     vllm_gpu_memory_utilization: float = 0.3
