@@ -175,6 +175,11 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     """Supervised cold-start examples before RL; 0: no cold start."""
     sft_question_types: list[str] = field(default_factory=lambda: ["single_hop"])
     """Question types used for the cold-start examples."""
+    sft_type_weights: dict = field(default_factory=dict)
+    """Demonstrations of each question type per round of the cold start's round robin over
+    `sft_question_types` (a type not named: 1), e.g. {single_hop: 3} makes half of four types' demonstrations
+    single-hop. A plan-first cold start with one single-hop demonstration in four plans "two facts" for every
+    single-hop question (outputs/LOG.md, nineteenth session)."""
     sft_epochs: float = 1.0
     """Epochs of cold-start training."""
     sft_plan_thought: bool = False
@@ -596,6 +601,12 @@ def _semantic_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
                 problems.append((name, f"{name} must be one of {', '.join(options)}; got {v!r}{hint}"))
     if not _DEVICE_PATTERN.match(values["device"]):
         problems.append(("device", f"device must be auto, cpu, mps, cuda or cuda:N; got {values['device']!r}"))
+    for qtype, weight in values["sft_type_weights"].items():
+        if qtype not in values["sft_question_types"]:
+            problems.append(("sft_type_weights", (f"sft_type_weights names {qtype!r}, which is not in "
+                                                  f"sft_question_types {values['sft_question_types']}")))
+        elif isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
+            problems.append(("sft_type_weights", f"sft_type_weights[{qtype!r}] must be a whole number >= 1, got {weight!r}"))
     if values["reward_weights"] and len(values["reward_weights"]) != len(values["rewards"]):
         problems.append(
             (

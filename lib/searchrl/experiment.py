@@ -42,9 +42,11 @@ def seed_everything(seed: int) -> None:
         pass
 
 
-def balanced_take(rows: list, n: int, types: list[str] | None = None, seed: int = 0, max_hops: int = 0) -> list:
+def balanced_take(rows: list, n: int, types: list[str] | None = None, seed: int = 0, max_hops: int = 0,
+                  weights: dict[str, int] | None = None) -> list:
     """Up to `n` rows with question types interleaved (round robin), so small subsets still cover every type;
-    only `types` (all when empty) and, when `max_hops` > 0, only questions of at most that many hops."""
+    only `types` (all when empty) and, when `max_hops` > 0, only questions of at most that many hops. `weights`
+    gives a type that many rows per round (others 1)."""
     by_type: dict[str, list] = defaultdict(list)
     for row in rows:
         qtype = str(row["metadata"].get("type", "unknown"))
@@ -55,11 +57,13 @@ def balanced_take(rows: list, n: int, types: list[str] | None = None, seed: int 
     rng = random.Random(seed)
     for group in by_type.values():
         rng.shuffle(group)
-    out, queues = [], [list(g) for _, g in sorted(by_type.items())]
-    while len(out) < n and any(queues):
-        for q in queues:
-            if q and len(out) < n:
-                out.append(q.pop())
+    weights = weights or {}
+    out, queues = [], [(list(g), weights.get(t, 1)) for t, g in sorted(by_type.items())]
+    while len(out) < n and any(q for q, _ in queues):
+        for q, weight in queues:
+            for _ in range(weight):
+                if q and len(out) < n:
+                    out.append(q.pop())
     return out
 
 
@@ -260,7 +264,8 @@ class Experiment:
 
         cfg = self.cfg
         rows = balanced_take(self.train_rows if cfg.dataset != "synthetic" else self.world.splits["train"],
-                             cfg.sft_examples * 2, cfg.sft_question_types or None, cfg.seed + 2)
+                             cfg.sft_examples * 2, cfg.sft_question_types or None, cfg.seed + 2,
+                             weights=cfg.sft_type_weights)
         items = templated_trajectories(rows, self.protocol, self.retriever, rollout=cfg.rollout_config(),
                                        tokenizer=self.tokenizer, chat=cfg.chat_prompt, seed=cfg.seed,
                                        plan=cfg.sft_plan_thought)
