@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import statistics
 import time
 from contextlib import nullcontext
 from pathlib import Path
+
+from shared_prefix import save_result  # the benchmarks' one result-file writer
 
 
 def timed_generation(model, ids, decode_steps: int, context) -> tuple[float, float]:
@@ -74,10 +75,7 @@ def main() -> None:
     for name, med in medians.items():
         print(f"{name:>12}: prefill {base['prefill_s'] / med['prefill_s']:.2f}x, "
               f"decode {base['decode_step_s'] / med['decode_step_s']:.2f}x float32's speed")
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"bf16_decode-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps({"argv": vars(args) | {"out": str(args.out)}, "threads": torch.get_num_threads(),
-                                "times": times, "medians": medians}, indent=2))
+    path = save_result(args, "bf16_decode", {"times": times, "medians": medians})
     print(f"saved {path}")
 
 

@@ -64,13 +64,14 @@ def policy_and_rollouts(args, parser: argparse.ArgumentParser, temperature: floa
 
 
 def save_result(args, name: str, payload: dict) -> Path:
-    """Write the run's arguments, thread count and `payload` to <out>/<name>-<time>.json."""
+    """Write the run's arguments (paths as text), thread count and `payload` to <out>/<name>-<time>.json."""
     import torch
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps({"argv": vars(args) | {"rollouts": str(args.rollouts), "out": str(args.out)},
-                                "threads": torch.get_num_threads(), **payload}, indent=2))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    argv = {key: str(value) if isinstance(value, Path) else value for key, value in vars(args).items()}
+    path.write_text(json.dumps({"argv": argv, "threads": torch.get_num_threads(), **payload}, indent=2))
     return path
 
 
