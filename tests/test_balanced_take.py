@@ -35,6 +35,9 @@ def test_a_type_that_runs_out_leaves_the_rest_to_the_others():
 
 def test_unweighted_order_is_unchanged_by_an_empty_weights_mapping():
     assert balanced_take(_rows(), 40, None, 3) == balanced_take(_rows(), 40, None, 3, weights={})
+    # one row of each type per round, types in sorted order
+    order = [r["metadata"]["type"] for r in balanced_take(_rows(), 8, None, 3)]
+    assert order == ["bridge", "comparison", "inference", "single_hop"] * 2
 
 
 def test_cold_start_weights_must_name_a_cold_start_type_and_be_whole():
@@ -44,3 +47,5 @@ def test_cold_start_weights_must_name_a_cold_start_type_and_be_whole():
         RunConfig.from_params(None, sft_question_types=["single_hop"], sft_type_weights={"single_hop": 0.5})
     cfg = RunConfig.from_params(None, sft_question_types=["single_hop", "bridge"], sft_type_weights={"single_hop": 3})
     assert cfg.sft_type_weights == {"single_hop": 3}
+    # an empty sft_question_types means every type, so any type may be weighted
+    assert RunConfig.from_params(None, sft_question_types=[], sft_type_weights={"bridge": 2}).sft_type_weights == {"bridge": 2}

@@ -602,7 +602,7 @@ def _semantic_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     if not _DEVICE_PATTERN.match(values["device"]):
         problems.append(("device", f"device must be auto, cpu, mps, cuda or cuda:N; got {values['device']!r}"))
     for qtype, weight in values["sft_type_weights"].items():
-        if qtype not in values["sft_question_types"]:
+        if values["sft_question_types"] and qtype not in values["sft_question_types"]:  # empty: every type
             problems.append(("sft_type_weights", (f"sft_type_weights names {qtype!r}, which is not in "
                                                   f"sft_question_types {values['sft_question_types']}")))
         elif isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
