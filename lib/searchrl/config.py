@@ -585,6 +585,11 @@ def _semantic_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     if values["micro_batch_size"] > 0 and step % values["micro_batch_size"]:
         why = f"micro_batch_size must divide prompts_per_step x num_generations = {step}; got {values['micro_batch_size']}"
         problems.append(("micro_batch_size", why))
+    openers = values["explore_openers"]
+    if openers and values["num_generations"] % len(openers):
+        why = (f"num_generations ({values['num_generations']}) must be a multiple of the number of explore_openers "
+               f"({len(openers)}), so that every group starts each opener equally often")
+        problems.append(("explore_openers", why))
     if values["train_top_layers"] and values["use_peft"]:
         why = "train_top_layers freezes full weights and use_peft trains adapters; choose one (0 with LoRA)"
         problems.append(("train_top_layers", why))

@@ -9,7 +9,7 @@ object itself.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Protocol
 
 from searchrl.settings import raise_problems
@@ -69,6 +69,16 @@ class RolloutConfig:
     advantage says per question whether searching again paid: where it did, the policy learns to open a search at
     that point; where group mates that answered earlier did better, it learns not to. Off-policy by one appended
     tag, whose probability under a cold start that searches again half the time is near a sampled token's."""
+    explore_openers: list[str] = field(default_factory=list)
+    """Training rollouts only (evaluation never uses them): the rollouts of each group start, in turn, from these
+    completion openers (rollout i from explore_openers[i % n]; "" leaves that rollout to the model), which are then
+    trained as if the model had written them, with the rollout's advantage. A group thus compares the choices its
+    openers make, such as the plan-first cold start's "<think> This needs one fact" against "... two facts", so a
+    decision the policy has settled on and no longer samples still gets a reward signal both ways. Off-policy on the
+    opener's tokens: an opener the policy finds unlikely gets a large push when it pays. Openers are reasoning text
+    (no query or answer tag); num_generations must be a multiple of their number; the cached transformers generator
+    only (vLLM's importance-sampling correction needs every trained token's sampling log-probability). Not from the
+    papers."""
 
     def __post_init__(self) -> None:
         raise_problems("RolloutConfig", rollout_problems(self))
@@ -104,6 +114,13 @@ def rollout_problems(values: Any) -> list[tuple[str, str]]:
         message = ("train_forced_opener trains the opener that forced_searches puts on a rollout; set forced_searches "
                    ">= 1 as well (it is 0, so nothing would be trained)")
         problems.append(("train_forced_opener", message))
+    openers = values.explore_openers
+    if isinstance(openers, (list, tuple)):
+        if not all(isinstance(o, str) for o in openers):
+            problems.append(("explore_openers", f"explore_openers must be a list of strings, got {openers!r}"))
+        elif openers and not any(openers):
+            why = "explore_openers holds only empty openers, which change nothing; give one text, or leave it empty"
+            problems.append(("explore_openers", why))
     top_p = values.top_p
     if isinstance(top_p, (int, float)) and not 0 < top_p <= 1:
         problems.append(("top_p", f"top_p must be in (0, 1], got {top_p!r}"))

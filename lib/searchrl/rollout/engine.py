@@ -16,6 +16,9 @@ With `forced_searches` > 0 and `explore=True` (the trainer's engine only), every
 answer too early is sent back to search: its turn is cut where the answer tag begins and the query opener is
 appended; the kept part of that turn and the opener are both masked as environment text (`Trajectory.forced`,
 logged as `search/forced_searches`), unless `train_forced_opener` trains the opener.
+
+With `explore_openers` and `explore=True`, each rollout of a group starts from its opener in turn, appended before
+the first turn as tokens the model is trained on (`Trajectory.opener`).
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ class Trajectory:
     min_searches: int = 0  # searches to make before an answer is accepted (forced_searches, on forced rows)
     forced_spans: list[tuple[int, int]] = field(default_factory=list)  # [start, end) of each forced, untrained span
     query_opened: bool = False  # the environment just appended the query opener: the next turn is the query itself
+    opener: str = ""  # the explore_openers text this rollout was started from (trained as sampled; "" for none)
     done: bool = False
     budget: int = 256  # completion tokens allowed, sampled and appended together
 
@@ -114,6 +118,10 @@ class SearchRollout:
         # Every other row: GRPO's sampler lays a group's rollouts side by side, so each group gets forced and free ones.
         trajs = [Trajectory(prompt_ids=list(p), budget=cfg.max_completion_tokens, min_searches=forced * (i % 2))
                  for i, p in enumerate(prompt_ids)]
+        openers = cfg.explore_openers if self.explore else []
+        for i, traj in enumerate(trajs):  # rows side by side share a group, so each group gets every opener in turn
+            if openers and openers[i % len(openers)]:
+                self._start_with(traj, openers[i % len(openers)])
         # One turn per allowed search, one to answer, and one after a budget notice.
         max_turns = cfg.max_searches + 2
         bar = progress_bar(total=max_turns, desc="rollout turns", disable=not self.progress, leave=False)
@@ -142,6 +150,19 @@ class SearchRollout:
             if not t.done:
                 t.done, t.finish, t.hit_length_budget = True, "length", t.hit_length_budget or t.budget_left <= 0
         return trajs
+
+    def _start_with(self, traj: Trajectory, opener: str) -> None:
+        """Put `opener` at the start of the completion as if sampled (mask 1, trained; no sampling log-probs)."""
+        tags = [t for t in (self.protocol.query_open, self.protocol.answer_open) if t and t in opener]
+        if tags:
+            raise ValueError(f"explore_openers must be reasoning text, but {opener!r} holds the protocol's tag "
+                             f"{tags[0]!r}; end the opener before any query or answer")
+        ids = self.encode_observation(opener)
+        if len(ids) >= traj.budget:
+            raise ValueError(f"the explore opener {opener!r} ({len(ids)} tokens) leaves no room in "
+                             f"max_completion_tokens={traj.budget}")
+        traj.append(ids, sampled=True)
+        traj.opener = opener
 
     def _turn_budget(self, traj: Trajectory) -> int:
         # A batch turn lasts as long as its longest row; capping a turn stops one rambling sample from holding up

@@ -146,6 +146,12 @@ class SearchGRPOConfig(GRPOConfig):
         if self.use_vllm and self.rollout.query_temperature > 0:
             raise ValueError("rollout.query_temperature is sampled by the cached transformers generator only; with "
                              "vLLM set it to 0")
+        if self.use_vllm and (self.rollout.explore_openers or self.rollout.train_forced_opener):
+            # TRL's vLLM importance-sampling correction divides by each trained token's sampling probability, which
+            # a token the environment wrote does not have (NaN would reach the loss).
+            raise ValueError("rollout.explore_openers and rollout.train_forced_opener train tokens the model did not "
+                             "sample, which vLLM's importance-sampling correction cannot weigh; with vLLM leave "
+                             "them off")
         super().__post_init__()
         ADVANTAGE_ESTIMATORS.get(self.advantage_estimator)  # unknown names fail here, with the nearest one
         if not (0 < self.gae_gamma <= 1 and 0 <= self.gae_lambda <= 1):
@@ -281,6 +287,7 @@ class SearchGRPOTrainer(GRPOTrainer):
         for name, value in self._rollout_metrics(trajs).items():
             self._metrics[mode][name].append(value)
         self._last_num_searches = [t.num_searches for t in trajs]  # this slice's, scored next (_scored_batch)
+        self._last_openers = [t.opener for t in trajs]
         env_mask = [t.env_mask if self.args.mask_retrieved else _only_forced_masked(t) for t in trajs]
         extra = {}
         if self.memorizer is not None:  # the documents each rollout retrieved, read where the engine appended them
@@ -489,6 +496,7 @@ class SearchGRPOTrainer(GRPOTrainer):
         # The gathered batch's (id, qtype) rows, in the order of the gathered rewards; one collective for both uses.
         rows = gather_object([(str(row.get("id", "")), str(row.get("qtype", "unknown"))) for row in inputs])
         self._log_reward_by_searches([qtype for _, qtype in rows], rewards, mode)
+        self._log_reward_by_opener(rewards, mode)
         if mode == "train" and self.args.prompt_selection == "informative":
             self._record_selection(rows, rewards)
         if self.args.advantage_estimator == "grpo" and not self.args.drop_zero_variance:
@@ -530,6 +538,9 @@ class SearchGRPOTrainer(GRPOTrainer):
                   "question": row.get("question", ""), "golden_answers": list(row.get("golden_answers") or []),
                   "completion": text, "searches": n, "advantage": a}
                  for row, text, n, a in zip(inputs, texts, searches, advantages, strict=True)]
+        if self.args.rollout.explore_openers:
+            for row, opener in zip(local, getattr(self, "_last_openers", []), strict=False):
+                row["opener"] = opener
         everyone = gather_object(local)  # in the order of the gathered rewards
         if not self.accelerator.is_main_process:
             return
@@ -561,6 +572,20 @@ class SearchGRPOTrainer(GRPOTrainer):
         g = self.num_generations if mode == "train" else self.num_generations_eval
         for (qtype, n), value in advantage_by_searches(rewards, counts.tolist(), qtypes, g).items():
             self._metrics[mode][f"search/advantage_at_{n}_searches/{qtype}"].append(value)
+
+    def _log_reward_by_opener(self, rewards: torch.Tensor, mode: str) -> None:
+        """`search/reward_by_opener/<i>`: the mean total reward of the batch's rollouts started from explore opener
+        i, "free" for those left to the model; which opener pays, step by step (rollout.explore_openers)."""
+        openers = list(self.args.rollout.explore_openers)
+        if not openers or mode != "train":
+            return
+        local = [openers.index(o) if o else -1 for o in getattr(self, "_last_openers", [])]
+        which = self.accelerator.gather(torch.tensor(local, dtype=torch.long, device=rewards.device))
+        if which.numel() != rewards.numel():
+            return
+        for i in sorted(set(which.tolist())):
+            self._metrics[mode][f"search/reward_by_opener/{'free' if i < 0 else i}"].append(
+                rewards[which == i].mean().item())
 
     def _ppo_advantages(self, output, rewards: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
         """(B, T) GAE advantages from the critic's values; in training, then one critic regression on this batch
