@@ -11,6 +11,7 @@ from searchrl.plots import (
     RAW_ALPHA,
     ema,
     eval_bars,
+    opener_payoff_curves,
     per_type_bars,
     search_advantage_curves,
     search_payoff_curves,
@@ -185,6 +186,17 @@ def test_search_payoff_curves_draw_one_line_per_search_count_in_numeric_order() 
     assert smoothed[1].get_xdata().tolist() == [1, 3]  # steps without that count are skipped, not drawn as zero
     assert smoothed[1].get_ydata().tolist() == [1.0, 0.0]
     assert search_payoff_curves(history[["step", "reward"]]) is None
+
+
+def test_opener_payoff_curves_label_each_line_with_its_opener() -> None:
+    history = pd.DataFrame({"step": [1, 2], "search/reward_by_opener/1": [1.0, 0.5],
+                            "search/reward_by_opener/0": [-1.0, np.nan], "search/reward_by_opener/free": [0.0, 0.2]})
+    fig = opener_payoff_curves(history, ["one fact", "two facts"], smooth=0.0)
+    (ax,) = fig.axes
+    smoothed = [line for line in ax.get_lines() if line.get_label() and not line.get_label().startswith("_")]
+    assert [line.get_label() for line in smoothed] == ["'one fact'", "'two facts'", "(free)"]
+    assert smoothed[0].get_xdata().tolist() == [1] and smoothed[1].get_ydata().tolist() == [1.0, 0.5]
+    assert opener_payoff_curves(history[["step"]], ["one fact"]) is None
 
 
 def test_search_advantage_curves_draw_a_running_mean_per_type_and_count() -> None:

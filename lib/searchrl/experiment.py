@@ -466,7 +466,7 @@ class Experiment:
     # ---- reporting --------------------------------------------------------------------------------------------
 
     def curves(self):
-        from searchrl.plots import search_advantage_curves, search_payoff_curves, training_curves
+        from searchrl.plots import opener_payoff_curves, search_advantage_curves, search_payoff_curves, training_curves
         from searchrl.trainer.probe import PROBE_METRICS
 
         frame = self.history.to_frame()
@@ -494,6 +494,9 @@ class Experiment:
         if payoff is not None:  # does a second search pay? (shown here, returned figure stays the curves)
             save_figure(payoff, self.run_dir / "figures" / "search_payoff.png")
             _show(payoff)
+        openers = opener_payoff_curves(frame, self.cfg.explore_openers)
+        if openers is not None:  # which choice the explore openers write pays (explore_openers)
+            save_figure(openers, self.run_dir / "figures" / "opener_payoff.png")
         by_type = search_advantage_curves(frame)
         if by_type is not None:  # ... and on which question types (GRPO's push, within groups)
             save_figure(by_type, self.run_dir / "figures" / "search_advantage_by_type.png")

@@ -136,16 +136,38 @@ def search_payoff_curves(history: pd.DataFrame, step_col: str = "step", smooth: 
     above the others says which behaviour training is reinforcing. None when the history has no such columns."""
     columns = sorted((c for c in history.columns if c.startswith(PAYOFF_PREFIX) and history[c].notna().any()),
                      key=lambda c: int(c[len(PAYOFF_PREFIX):].split("_")[0]))
+    labels = [f"{c[len(PAYOFF_PREFIX):].split('_')[0]} searches" for c in columns]
+    return _reward_lines(history, columns, labels, "mean reward of rollouts, by number of searches", step_col, smooth)
+
+
+OPENER_PREFIX = "search/reward_by_opener/"  # search/reward_by_opener/<i or free>, per step (explore_openers)
+
+
+def opener_payoff_curves(history: pd.DataFrame, openers: Sequence[str], step_col: str = "step",
+                         smooth: float = 0.6) -> ReportFigure | None:
+    """The mean training reward of rollouts started from each of `openers` (the run's explore_openers; "free" for
+    rollouts left to the model), per step, raw and EMA-smoothed: which choice the openers write pays, as training
+    goes. None when the history has no such columns."""
+    names = [str(i) for i in range(len(openers))] + ["free"]
+    texts = list(openers) + ["(free)"]
+    pairs = [(OPENER_PREFIX + n, repr(t) if n != "free" else t) for n, t in zip(names, texts, strict=True)
+             if OPENER_PREFIX + n in history.columns and history[OPENER_PREFIX + n].notna().any()]
+    return _reward_lines(history, [c for c, _ in pairs], [label for _, label in pairs],
+                         "mean reward of rollouts, by explore opener", step_col, smooth)
+
+
+def _reward_lines(history: pd.DataFrame, columns: list[str], labels: list[str], title: str, step_col: str,
+                  smooth: float) -> ReportFigure | None:
+    """One line per column over steps, raw (faint) and EMA-smoothed, in one panel; None without columns."""
     if not columns:
         return None
     fig, (ax,) = _grid(1, 1, (5.0, 3.2))
-    for i, column in enumerate(columns):
+    for i, (column, label) in enumerate(zip(columns, labels, strict=True)):
         data = history[[step_col, column]].dropna().sort_values(step_col)
         steps, values = data[step_col].to_numpy(), data[column].to_numpy(dtype=float)
-        searches = column[len(PAYOFF_PREFIX):].split("_")[0]
         ax.plot(steps, values, color=f"C{i}", alpha=RAW_ALPHA, linewidth=1, marker=".")
-        ax.plot(steps, ema(values, smooth), color=f"C{i}", linewidth=2, label=f"{searches} searches")
-    ax.set_title("mean reward of rollouts, by number of searches")
+        ax.plot(steps, ema(values, smooth), color=f"C{i}", linewidth=2, label=label)
+    ax.set_title(title)
     ax.set_xlabel(step_col)
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small")
