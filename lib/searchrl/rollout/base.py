@@ -75,10 +75,12 @@ class RolloutConfig:
     trained as if the model had written them, with the rollout's advantage. A group thus compares the choices its
     openers make, such as the plan-first cold start's "<think> This needs one fact" against "... two facts", so a
     decision the policy has settled on and no longer samples still gets a reward signal both ways. Off-policy on the
-    opener's tokens: an opener the policy finds unlikely gets a large push when it pays. Openers are reasoning text
-    (no query or answer tag); num_generations must be a multiple of their number; the cached transformers generator
-    only (vLLM's importance-sampling correction needs every trained token's sampling log-probability). Not from the
-    papers."""
+    opener's tokens: an opener the policy finds unlikely gets a large push when it pays. End each opener at the word
+    that makes the choice ("... This needs one" / "... This needs two"): every opener token is trained, so a word
+    after the choice (" facts") is pushed down wherever that choice lost, and the policy learns to garble it.
+    Openers are reasoning text (no query or answer tag); num_generations must be a multiple of their number; the
+    cached transformers generator only (vLLM's importance-sampling correction needs every trained token's sampling
+    log-probability). Not from the papers."""
 
     def __post_init__(self) -> None:
         raise_problems("RolloutConfig", rollout_problems(self))
