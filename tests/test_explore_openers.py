@@ -40,13 +40,23 @@ def test_each_row_of_a_group_starts_from_its_opener_trained_as_sampled(tokenizer
 
 def test_evaluation_never_uses_openers(tokenizer):
     trajs, _ = _run(tokenizer, [["<answer>a</answer>"]] * 2, OPENERS, explore=False)
-    assert [t.opener for t in trajs] == ["", ""]
+    assert [t.opener for t in trajs] == ["", ""] and [t.opener_index for t in trajs] == [-1, -1]
     assert tokenizer.decode(trajs[1].completion_ids).startswith("<answer>")
 
 
-def test_an_opener_holding_a_tag_is_refused(tokenizer):
-    with pytest.raises(ValueError, match="reasoning text"):
-        _run(tokenizer, [["<answer>a</answer>"]] * 2, ["<think> x</think><search>"])
+def test_an_opener_holding_a_tag_is_refused_before_any_rollout(tokenizer):
+    gen = ScriptedGenerator(tokenizer, [["<answer>a</answer>"]] * 2)
+    with pytest.raises(ValueError, match="reasoning text"):  # at construction, so a bad opener costs no generation
+        SearchRollout(MiniProtocol(), FakeRetriever(), tokenizer, gen,
+                      RolloutConfig(explore_openers=["<think> x</think><search>"]), explore=True)
+
+
+def test_identical_openers_keep_their_own_index(tokenizer):
+    trajs, _ = _run(tokenizer, [[":</think><answer>a</answer>"]] * 4, [OPENERS[0], OPENERS[0]])
+    assert [t.opener_index for t in trajs] == [0, 1, 0, 1]
+    assert [t.opener for t in trajs] == [OPENERS[0]] * 4
+    assert trajs[0].completion_ids == trajs[1].completion_ids  # the same text, encoded once, appended to each row
+    assert trajs[0].completion_ids is not trajs[1].completion_ids
 
 
 def test_openers_are_validated():

@@ -57,6 +57,7 @@ class Trajectory:
     forced_spans: list[tuple[int, int]] = field(default_factory=list)  # [start, end) of each forced, untrained span
     query_opened: bool = False  # the environment just appended the query opener: the next turn is the query itself
     opener: str = ""  # the explore_openers text this rollout was started from (trained as sampled; "" for none)
+    opener_index: int = -1  # its position in explore_openers (identical openers stay apart); -1 when started free
     done: bool = False
     budget: int = 256  # completion tokens allowed, sampled and appended together
 
@@ -108,6 +109,8 @@ class SearchRollout:
         self.retrieval_s = 0.0  # time spent in the retriever, summed over rollouts
         self.failed_searches = 0  # searches answered with SEARCH_FAILED_NOTICE, summed over rollouts
         self._down_since: float | None = None  # when the current outage began (its first failed attempt)
+        # Checked and encoded once here, not per rollout: the openers are fixed for the engine's life.
+        self._opener_ids = [self._encode_opener(o) if o else [] for o in self.config.explore_openers] if explore else []
 
     def encode_observation(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -118,10 +121,10 @@ class SearchRollout:
         # Every other row: GRPO's sampler lays a group's rollouts side by side, so each group gets forced and free ones.
         trajs = [Trajectory(prompt_ids=list(p), budget=cfg.max_completion_tokens, min_searches=forced * (i % 2))
                  for i, p in enumerate(prompt_ids)]
-        openers = cfg.explore_openers if self.explore else []
+        n_openers = len(self._opener_ids)
         for i, traj in enumerate(trajs):  # rows side by side share a group, so each group gets every opener in turn
-            if openers and openers[i % len(openers)]:
-                self._start_with(traj, openers[i % len(openers)])
+            if n_openers and self._opener_ids[i % n_openers]:
+                self._start_with(traj, i % n_openers)
         # One turn per allowed search, one to answer, and one after a budget notice.
         max_turns = cfg.max_searches + 2
         bar = progress_bar(total=max_turns, desc="rollout turns", disable=not self.progress, leave=False)
@@ -151,18 +154,23 @@ class SearchRollout:
                 t.done, t.finish, t.hit_length_budget = True, "length", t.hit_length_budget or t.budget_left <= 0
         return trajs
 
-    def _start_with(self, traj: Trajectory, opener: str) -> None:
-        """Put `opener` at the start of the completion as if sampled (mask 1, trained; no sampling log-probs)."""
+    def _encode_opener(self, opener: str) -> list[int]:
+        """`opener`'s tokens, after checking it is reasoning text that leaves room for the model's own turns."""
         tags = [t for t in (self.protocol.query_open, self.protocol.answer_open) if t and t in opener]
         if tags:
             raise ValueError(f"explore_openers must be reasoning text, but {opener!r} holds the protocol's tag "
                              f"{tags[0]!r}; end the opener before any query or answer")
         ids = self.encode_observation(opener)
-        if len(ids) >= traj.budget:
+        if len(ids) >= self.config.max_completion_tokens:
             raise ValueError(f"the explore opener {opener!r} ({len(ids)} tokens) leaves no room in "
-                             f"max_completion_tokens={traj.budget}")
-        traj.append(ids, sampled=True)
-        traj.opener = opener
+                             f"max_completion_tokens={self.config.max_completion_tokens}")
+        return ids
+
+    def _start_with(self, traj: Trajectory, index: int) -> None:
+        """Put explore opener `index` at the start of the completion as if sampled (mask 1, trained; no sampling
+        log-probs)."""
+        traj.append(list(self._opener_ids[index]), sampled=True)
+        traj.opener, traj.opener_index = self.config.explore_openers[index], index
 
     def _turn_budget(self, traj: Trajectory) -> int:
         # A batch turn lasts as long as its longest row; capping a turn stops one rambling sample from holding up

@@ -287,7 +287,7 @@ class SearchGRPOTrainer(GRPOTrainer):
         for name, value in self._rollout_metrics(trajs).items():
             self._metrics[mode][name].append(value)
         self._last_num_searches = [t.num_searches for t in trajs]  # this slice's, scored next (_scored_batch)
-        self._last_openers = [t.opener for t in trajs]
+        self._last_openers = [(t.opener_index, t.opener) for t in trajs]
         env_mask = [t.env_mask if self.args.mask_retrieved else _only_forced_masked(t) for t in trajs]
         extra = {}
         if self.memorizer is not None:  # the documents each rollout retrieved, read where the engine appended them
@@ -539,7 +539,7 @@ class SearchGRPOTrainer(GRPOTrainer):
                   "completion": text, "searches": n, "advantage": a}
                  for row, text, n, a in zip(inputs, texts, searches, advantages, strict=True)]
         if self.args.rollout.explore_openers:
-            for row, opener in zip(local, getattr(self, "_last_openers", []), strict=False):
+            for row, (_, opener) in zip(local, getattr(self, "_last_openers", []), strict=False):
                 row["opener"] = opener
         everyone = gather_object(local)  # in the order of the gathered rewards
         if not self.accelerator.is_main_process:
@@ -576,10 +576,9 @@ class SearchGRPOTrainer(GRPOTrainer):
     def _log_reward_by_opener(self, rewards: torch.Tensor, mode: str) -> None:
         """`search/reward_by_opener/<i>`: the mean total reward of the batch's rollouts started from explore opener
         i, "free" for those left to the model; which opener pays, step by step (rollout.explore_openers)."""
-        openers = list(self.args.rollout.explore_openers)
-        if not openers or mode != "train":
+        if not self.args.rollout.explore_openers or mode != "train":
             return
-        local = [openers.index(o) if o else -1 for o in getattr(self, "_last_openers", [])]
+        local = [index for index, _ in getattr(self, "_last_openers", [])]
         which = self.accelerator.gather(torch.tensor(local, dtype=torch.long, device=rewards.device))
         if which.numel() != rewards.numel():
             return
