@@ -54,6 +54,7 @@ __all__ = [
     "checkpoint_space_problem",
     "create_run_dir",
     "current_run_dir",
+    "folder_size",
     "git_state",
     "history_callback",
     "last_complete_checkpoint",
@@ -372,6 +373,11 @@ def read_status(run_dir: str | Path) -> dict[str, Any] | None:
 # --------------------------------------------------------------------------------------------------------------
 
 
+def folder_size(folder: str | Path) -> int:
+    """Bytes in the files under `folder`."""
+    return sum(f.stat().st_size for f in Path(folder).rglob("*") if f.is_file())
+
+
 def drop_resume_state(run_dir: str | Path) -> int:
     """Delete what only a resume needs from a completed run folder: every `checkpoints/<stage>/checkpoint-N` (trainer
     state with the optimizer) and the `checkpoints/*_start` copies of each RL stage's start weights. Final policies
@@ -385,7 +391,7 @@ def drop_resume_state(run_dir: str | Path) -> int:
         is_start_copy = stage.name.endswith("_start") and (stage.parent / stage.name[: -len("_start")]).is_dir()
         doomed = [stage] if is_start_copy else sorted(stage.glob("checkpoint-*"))
         for folder in doomed:
-            freed += sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+            freed += folder_size(folder)
             shutil.rmtree(folder, ignore_errors=True)
     return freed
 

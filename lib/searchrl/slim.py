@@ -20,8 +20,11 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
+from searchrl.rundir import folder_size
+
 LEFT_OUT_DIRS = ("checkpoints", "figures", ".ipynb_checkpoints")
-LEFT_OUT_SUFFIXES = (".ipynb", ".lock", ".png", ".html", ".pt", ".bin", ".safetensors")
+LEFT_OUT_SUFFIXES = (".ipynb", ".lock",  # .lock: the owner's lock (searchrl.ownership.LOCK_NAME)
+                      ".png", ".html", ".pt", ".bin", ".safetensors")
 TEXT_FIELDS = ("completion", "text", "retrieved_text", "prompt")
 
 
@@ -39,8 +42,7 @@ def _shorten(line: str, keep_chars: int) -> str:
 
 def _kept(path: Path, run_dir: Path) -> bool:
     parts = path.relative_to(run_dir).parts
-    return not any(p in LEFT_OUT_DIRS for p in parts[:-1]) and path.suffix not in LEFT_OUT_SUFFIXES \
-        and not path.name.startswith(".owner")
+    return not any(p in LEFT_OUT_DIRS for p in parts[:-1]) and path.suffix not in LEFT_OUT_SUFFIXES
 
 
 def _names_dropped_model(path: Path, run_dir: Path) -> bool:
@@ -74,10 +76,6 @@ def slim_copy(run_dir: str | Path, dest: str | Path, keep_chars: int = 60) -> Pa
             shutil.copy2(path, target)
     dest.mkdir(parents=True, exist_ok=True)  # an empty run still leaves its folder
     return dest
-
-
-def folder_size(folder: Path) -> int:
-    return sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
