@@ -7,6 +7,7 @@ import json
 
 import pandas as pd
 import pytest
+import torch
 
 from searchrl.config import RunConfig
 from searchrl.experiment import Experiment
@@ -97,6 +98,25 @@ def test_a_completed_run_resumes_past_its_finished_stage_without_trainer_checkpo
     longer = _experiment(tmp_path, monkeypatch, rl_steps=2, sft_examples=0, resume=True)
     with pytest.raises(RuntimeError, match="cannot go on where it stopped.*-p model"):
         longer.train_rl(longer.load_model())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("use_peft", [False, True])
+def test_a_run_that_died_after_its_last_checkpoint_resumes_without_an_extra_step(tmp_path, monkeypatch, use_peft):
+    # Killed after checkpoint-1 of a one-step stage but before the stage's policy was saved: transformers, resumed
+    # at max_steps, would train a second step; the resume must take the checkpoint's policy instead.
+    exp = _experiment(tmp_path, monkeypatch, rl_steps=1, sft_examples=0, use_peft=use_peft)
+    trained = exp.train_rl(exp.load_model())
+    final = exp.run_dir / "checkpoints" / "rl"
+    assert (final / "checkpoint-1").is_dir()
+    (final / "config.json").unlink()  # the final policy was cut short
+    again = _experiment(tmp_path, monkeypatch, rl_steps=1, sft_examples=0, use_peft=use_peft, resume=True)
+    resumed = again.train_rl(again.load_model())
+    assert again.history.to_frame()["step"].tolist() == [1]
+    assert json.loads((final / "stage_steps.json").read_text()) == {"steps": 1}
+    want = dict(trained.named_parameters())
+    for name, value in resumed.named_parameters():
+        assert torch.equal(value, want[name]), name
 
 
 def test_eval_subsets_filters_and_the_no_search_stage(tmp_path, monkeypatch):

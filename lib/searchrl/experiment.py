@@ -395,17 +395,24 @@ class Experiment:
             if resume is not None:
                 print(f"resume: {stage.name} continues from {resume.name}")
                 resume = str(resume)
+        resumed_at = int(Path(resume).name.split("-")[1]) if resume else 0
         if resume:
-            self.history.truncate_after(int(Path(resume).name.split("-")[1]))
-        trainer.train(resume_from_checkpoint=resume)
-        trained = trainer.accelerator.unwrap_model(trainer.model)
+            self.history.truncate_after(resumed_at)
+        if resume and resumed_at >= stage.steps:
+            # transformers checks its stop flag only after a step, so resuming from the stage's last checkpoint
+            # would train one step past max_steps; that checkpoint already holds the stage's policy.
+            print(f"resume: {stage.name} had trained all {stage.steps} steps by {Path(resume).name}; using its policy")
+            trained = self._checkpoint_policy(trainer.accelerator.unwrap_model(trainer.model), Path(resume))
+        else:
+            trainer.train(resume_from_checkpoint=resume)
+            trained = trainer.accelerator.unwrap_model(trainer.model)
         if health is not None and health.stopped_at is not None:
             trained = self._roll_back(trainer, args.output_dir, trained)
         if cfg.use_peft:
             trained = trained.merge_and_unload()
         folder = self.save_model(trained, stage.name)
         if trainer.accelerator.is_main_process:
-            write_json(folder / STAGE_STEPS, {"steps": trainer.state.global_step})
+            write_json(folder / STAGE_STEPS, {"steps": max(trainer.state.global_step, resumed_at)})
         return trained
 
     def _finished_stage(self, stage) -> Path | None:
@@ -455,13 +462,17 @@ class Experiment:
                   "last policy (lower save_steps to have one to roll back to)")
             return trained
         print(f"training health stopped the run; rolling back to {good.name}")
+        return self._checkpoint_policy(trained, good)
+
+    def _checkpoint_policy(self, trained, checkpoint: Path):
+        """The policy saved in a trainer checkpoint: its adapter loaded into `trained` (LoRA), or its full model."""
         if self.cfg.use_peft:
             from peft import set_peft_model_state_dict
             from safetensors.torch import load_file
 
-            set_peft_model_state_dict(trained, load_file(str(good / "adapter_model.safetensors")))
+            set_peft_model_state_dict(trained, load_file(str(checkpoint / "adapter_model.safetensors")))
             return trained
-        return self.load_model(str(good))
+        return self.load_model(str(checkpoint))
 
     # ---- reporting --------------------------------------------------------------------------------------------
 
