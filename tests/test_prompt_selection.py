@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 
+import pytest
 import torch
 
 from fakes import FakeRetriever, MiniProtocol
@@ -131,6 +132,37 @@ def test_stratified_batches_hold_the_types_in_equal_shares_and_each_question_onc
     again = list(sampler)  # the next epoch is shuffled anew, with the same shares
     assert again != indices and sorted(again) == sorted(indices)
     assert list(StratifiedSampler(qtypes, mini_repeat_count=2, batch_size=3, repeat_count=2, seed=0)) == indices
+
+
+def test_type_weights_give_a_type_several_places_in_every_stratified_batch():
+    qtypes = ["bridge"] * 4 + ["inference"] * 4 + ["single_hop"] * 8
+    sampler = StratifiedSampler(qtypes, mini_repeat_count=1, batch_size=4, repeat_count=1, seed=1,
+                                type_weights={"single_hop": 2})
+    indices = list(sampler)
+    assert sorted(indices) == list(range(16))  # every question once an epoch
+    for start in range(0, 16, 4):
+        assert sorted(qtypes[q] for q in indices[start:start + 4]) == ["bridge", "inference", "single_hop",
+                                                                       "single_hop"]
+    # When the heavy type runs out first, the others go on in turn.
+    short = StratifiedSampler(["a"] * 2 + ["b"] * 4, mini_repeat_count=1, batch_size=2, repeat_count=1, seed=0,
+                              type_weights={"a": 2})
+    order = ["ab"[q >= 2] for q in short.order()]
+    assert order == ["a", "a", "b", "b", "b", "b"]
+
+
+def test_type_weights_are_checked_before_anything_runs():
+    from searchrl.config import ConfigError, RunConfig
+
+    ok = RunConfig.from_params({"prompt_selection": "stratified", "train_question_types": ["single_hop", "bridge"],
+                                "train_type_weights": {"single_hop": 2}})
+    assert ok.train_type_weights == {"single_hop": 2}
+    with pytest.raises(ConfigError, match="needs prompt_selection: stratified"):
+        RunConfig.from_params({"train_type_weights": {"single_hop": 2}})
+    with pytest.raises(ConfigError, match="not in train_question_types"):
+        RunConfig.from_params({"prompt_selection": "stratified", "train_question_types": ["bridge"],
+                               "train_type_weights": {"single_hop": 2}})
+    with pytest.raises(ConfigError, match="whole number >= 1"):
+        RunConfig.from_params({"prompt_selection": "stratified", "train_type_weights": {"single_hop": 0.5}})
 
 
 def test_the_trainer_uses_the_stratified_sampler_and_each_step_draws_every_type(tmp_path, tiny_policy_path,

@@ -290,6 +290,11 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     dynamic_sampling's extra draws); or stratified: every step holds the question types in equal shares (with as
     many prompts_per_step as types, one of each), so the training reward follows the policy rather than the mix of
     types a step happened to draw. No extra generation."""
+    train_type_weights: dict = field(default_factory=dict)
+    """prompt_selection stratified: questions of each type in every turn over the types (a type not named: 1), e.g.
+    {single_hop: 2} with three types and prompts_per_step 4 gives each step two single-hop questions and one of each
+    other. A choice one type rewards and the others penalise (one search or two) moves by the count of informative
+    groups on each side, not by the question (outputs/LOG.md, twenty-first session); weights even the counts out."""
     balance_question_types: bool = False
     """Sample training questions so that each question type is equally frequent."""
     logging_steps: int = 1
@@ -612,6 +617,18 @@ def _semantic_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
                                                   f"sft_question_types {values['sft_question_types']}")))
         elif isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
             problems.append(("sft_type_weights", f"sft_type_weights[{qtype!r}] must be a whole number >= 1, got {weight!r}"))
+    for qtype, weight in values["train_type_weights"].items():
+        if values["prompt_selection"] != "stratified":
+            why = ("train_type_weights needs prompt_selection: stratified (it sets each type's share of a stratified "
+                   f"turn); got {values['prompt_selection']!r}")
+            problems.append(("train_type_weights", why))
+            break
+        if values["train_question_types"] and qtype not in values["train_question_types"]:
+            problems.append(("train_type_weights", (f"train_type_weights names {qtype!r}, which is not in "
+                                                    f"train_question_types {values['train_question_types']}")))
+        elif isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
+            problems.append(("train_type_weights",
+                             f"train_type_weights[{qtype!r}] must be a whole number >= 1, got {weight!r}"))
     if values["reward_weights"] and len(values["reward_weights"]) != len(values["rewards"]):
         problems.append(
             (

@@ -50,6 +50,7 @@ def grpo_args(cfg: RunConfig, output_dir: str | Path, *, max_steps: int | None =
         reward_kl_coef=cfg.reward_kl_coef, value_lr=cfg.value_lr, drop_zero_variance=cfg.drop_zero_variance,
         dynamic_sampling=cfg.dynamic_sampling, dynamic_sampling_draw=cfg.dynamic_sampling_draw,
         dynamic_sampling_max_draws=cfg.dynamic_sampling_max_draws, prompt_selection=cfg.prompt_selection,
+        stratified_type_weights=dict(cfg.train_type_weights),
         length_grouped_micro_batches=cfg.length_grouped_micro_batches, shared_prefix=cfg.shared_prefix,
         train_top_layers=cfg.train_top_layers,
         rollout_log_dir=str(rollout_log_dir) if rollout_log_dir and cfg.save_train_rollouts else "",

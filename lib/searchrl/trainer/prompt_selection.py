@@ -20,13 +20,15 @@ questions by these weights when the batch is needed. Every process draws from th
 `StratifiedSampler` ("stratified") keeps the same layout and takes the question types in turn, so every batch
 holds them in equal shares (as equal as its size allows). With a handful of questions per step, TRL's shuffled
 order gives one step three inference questions and the next none: the mean training reward then swings with the
-mix of types drawn, not with what the policy learned, and the advantages of one type dominate a step.
+mix of types drawn, not with what the policy learned, and the advantages of one type dominate a step. Type weights
+give a type several places in each turn: a choice that some types reward and others penalise (one search or two)
+is pulled by the number of informative groups on each side, and weights can even those numbers out.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import torch
@@ -133,21 +135,24 @@ class StratifiedSampler(_RepeatLayout):
     type runs out. Balanced types (`balance_question_types`) run out together."""
 
     def __init__(self, qtypes: Sequence[str], *, mini_repeat_count: int, batch_size: int, repeat_count: int,
-                 seed: int) -> None:
+                 seed: int, type_weights: Mapping[str, int] | None = None) -> None:
         super().__init__(len(qtypes), mini_repeat_count=mini_repeat_count, batch_size=batch_size,
                          repeat_count=repeat_count, seed=seed)
         self.qtypes = [str(q) for q in qtypes]
+        self.type_weights = {str(k): int(v) for k, v in (type_weights or {}).items()}
 
     def order(self) -> list[int]:
-        """The next epoch's question indices: one of each type in turn (types in sorted order), until all are used."""
+        """The next epoch's question indices: each type in turn (types in sorted order; `type_weights[type]` of it
+        a turn, 1 for a type not named), until all are used."""
         by_type: dict[str, list[int]] = {}
         for index, qtype in enumerate(self.qtypes):
             by_type.setdefault(qtype, []).append(index)
-        queues = [[members[i] for i in torch.randperm(len(members), generator=self.generator).tolist()]
-                  for _, members in sorted(by_type.items())]
+        queues = [([members[i] for i in torch.randperm(len(members), generator=self.generator).tolist()],
+                   self.type_weights.get(qtype, 1)) for qtype, members in sorted(by_type.items())]
         out = []
-        while any(queues):
-            out += [queue.pop() for queue in queues if queue]
+        while any(queue for queue, _ in queues):
+            for queue, weight in queues:
+                out += [queue.pop() for _ in range(min(weight, len(queue)))]
         return out
 
     def __iter__(self) -> Iterator[int]:

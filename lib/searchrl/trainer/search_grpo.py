@@ -127,6 +127,9 @@ class SearchGRPOConfig(GRPOConfig):
                                              "often their type gave informative groups so far; stratified: the "
                                              "types in equal shares in every batch "
                                              "(searchrl.trainer.prompt_selection)."})
+    stratified_type_weights: dict = field(
+        default_factory=dict, metadata={"help": "prompt_selection stratified: questions of each type a turn (a type "
+                                                "not named: 1), e.g. {single_hop: 2}."})
 
     def __post_init__(self):
         if self.memorization is None:
@@ -233,7 +236,8 @@ class SearchGRPOTrainer(GRPOTrainer):
             return StratifiedSampler(
                 dataset["qtype"], mini_repeat_count=self.num_generations,
                 batch_size=self.args.generation_batch_size // self.num_generations,
-                repeat_count=self.num_iterations * self.args.steps_per_generation, seed=self.args.seed)
+                repeat_count=self.num_iterations * self.args.steps_per_generation, seed=self.args.seed,
+                type_weights=self.args.stratified_type_weights)
         return InformativeSampler(
             dataset["id"], dataset["qtype"], self.selection, mini_repeat_count=self.num_generations,
             batch_size=self.args.generation_batch_size // self.num_generations,
