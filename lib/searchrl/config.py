@@ -573,6 +573,18 @@ _MINIMUMS: dict[str, float] = {
 _POSITIVE = ("learning_rate", "sft_learning_rate", "sft_epochs", "vllm_gpu_memory_utilization", "value_lr")
 
 
+def _type_weight_problems(values: Mapping[str, Any], name: str, types_name: str) -> list[tuple[str, str]]:
+    """A question-type weight table (`name`): each type among `types_name` (empty: every type), each weight a whole
+    number >= 1."""
+    problems = []
+    for qtype, weight in values[name].items():
+        if values[types_name] and qtype not in values[types_name]:
+            problems.append((name, f"{name} names {qtype!r}, which is not in {types_name} {values[types_name]}"))
+        elif isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
+            problems.append((name, f"{name}[{qtype!r}] must be a whole number >= 1, got {weight!r}"))
+    return problems
+
+
 def _semantic_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Range and consistency problems of a complete, well-typed parameter set, as (field, message)."""
     problems = list(rollout_problems(SimpleNamespace(**values)))
@@ -611,24 +623,13 @@ def _semantic_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
                 problems.append((name, f"{name} must be one of {', '.join(options)}; got {v!r}{hint}"))
     if not _DEVICE_PATTERN.match(values["device"]):
         problems.append(("device", f"device must be auto, cpu, mps, cuda or cuda:N; got {values['device']!r}"))
-    for qtype, weight in values["sft_type_weights"].items():
-        if values["sft_question_types"] and qtype not in values["sft_question_types"]:  # empty: every type
-            problems.append(("sft_type_weights", (f"sft_type_weights names {qtype!r}, which is not in "
-                                                  f"sft_question_types {values['sft_question_types']}")))
-        elif isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
-            problems.append(("sft_type_weights", f"sft_type_weights[{qtype!r}] must be a whole number >= 1, got {weight!r}"))
-    for qtype, weight in values["train_type_weights"].items():
-        if values["prompt_selection"] != "stratified":
-            why = ("train_type_weights needs prompt_selection: stratified (it sets each type's share of a stratified "
-                   f"turn); got {values['prompt_selection']!r}")
-            problems.append(("train_type_weights", why))
-            break
-        if values["train_question_types"] and qtype not in values["train_question_types"]:
-            problems.append(("train_type_weights", (f"train_type_weights names {qtype!r}, which is not in "
-                                                    f"train_question_types {values['train_question_types']}")))
-        elif isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
-            problems.append(("train_type_weights",
-                             f"train_type_weights[{qtype!r}] must be a whole number >= 1, got {weight!r}"))
+    problems += _type_weight_problems(values, "sft_type_weights", "sft_question_types")
+    if values["train_type_weights"] and values["prompt_selection"] != "stratified":
+        why = ("train_type_weights needs prompt_selection: stratified (it sets each type's share of a stratified "
+               f"turn); got {values['prompt_selection']!r}")
+        problems.append(("train_type_weights", why))
+    else:
+        problems += _type_weight_problems(values, "train_type_weights", "train_question_types")
     if values["reward_weights"] and len(values["reward_weights"]) != len(values["rewards"]):
         problems.append(
             (
