@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 import pytest
 import torch
 
 from fakes import FakeRetriever, MiniProtocol
 from searchrl.trainer import SearchGRPOConfig, SearchGRPOTrainer, prompt_dataset
-from searchrl.trainer.dynamic_sampling import concat_batches, extra_draw_size, informative_groups, take_rows
+from searchrl.trainer.dynamic_sampling import (
+    concat_batches,
+    extra_draw_size,
+    informative_groups,
+    take_rows,
+    take_within_quota,
+)
+from searchrl.trainer.prompt_selection import draw_of_types
 
 
 def test_helpers_find_informative_groups_and_join_batches_padding_each_side():
@@ -98,3 +106,43 @@ def test_a_shortfall_draw_generates_fewer_rollouts_and_still_fills_the_batch(tmp
     assert trainer._metrics["train"]["search/informative_group_frac"] == [1.0]
     with pytest.raises(ValueError, match="dynamic_sampling_draw"):
         SearchGRPOConfig(output_dir=str(tmp_path), dynamic_sampling=True, dynamic_sampling_draw="half", use_cpu=True)
+
+
+def test_a_refill_under_stratified_selection_draws_the_missing_types_and_keeps_the_mix():
+    qtypes = ["single_hop", "bridge", "single_hop", "inference", "bridge"]
+    generator = torch.Generator().manual_seed(0)
+    drawn = draw_of_types(qtypes, ["bridge", "inference"], 5, generator)
+    assert [qtypes[i] for i in drawn] == ["bridge", "inference", "bridge", "inference", "bridge"]
+    assert sorted(drawn[0:3:2]) == [1, 4]  # no repeat until the type's questions are used up
+    with pytest.raises(ValueError, match="comparison"):
+        draw_of_types(qtypes, ["comparison"], 1, generator)
+    # Two single-hop groups were missing: an extra draw's surplus single-hop and its bridge group stay out.
+    missing = Counter({"single_hop": 2, "bridge": 0})
+    keep = torch.tensor([True, True, False, True, True])
+    assert take_within_quota(keep, ["bridge", "single_hop", "single_hop", "single_hop", "single_hop"], missing) == [1, 3]
+    assert missing["single_hop"] == 0
+
+
+def test_a_stratified_trainer_refills_a_group_with_its_own_type(tmp_path, tiny_policy_path, tokenizer):
+    rows = [{"id": "c", "question": "Constant question?", "golden_answers": ["x"], "metadata": {"type": "single_hop"}},
+            {"id": "v", "question": "Varied question?", "golden_answers": ["y"], "metadata": {"type": "single_hop"}},
+            {"id": "b", "question": "Varied bridge?", "golden_answers": ["z"], "metadata": {"type": "bridge"}}]
+    protocol = MiniProtocol()
+    args = SearchGRPOConfig(output_dir=str(tmp_path), num_generations=2, max_completion_length=8, use_cpu=True,
+                            report_to="none", max_steps=1, save_strategy="no", dynamic_sampling=True,
+                            dynamic_sampling_max_draws=6, prompt_selection="stratified",
+                            per_device_train_batch_size=4)
+    data = prompt_dataset(rows, protocol, tokenizer)
+    trainer = SearchGRPOTrainer(model=str(tiny_policy_path), reward_funcs=[reward_by_question], args=args,
+                                train_dataset=data, retriever=FakeRetriever(), protocol=protocol,
+                                processing_class=tokenizer)
+    trainer.model.train()
+    scored = []
+    score = trainer._scored_batch
+    trainer._scored_batch = lambda inputs: scored.append([r["id"] for r in inputs]) or score(inputs)
+    # the single-hop group is constant: every refill draws single-hop questions until the varied one comes up
+    batch = trainer._generate_and_score_completions([dict(data[0])] * 2 + [dict(data[2])] * 2)
+    assert all(qid in {"c", "v"} for draw in scored[1:] for qid in draw)
+    prompts = {tokenizer.decode(ids[mask.bool()]) for ids, mask in zip(batch["prompt_ids"], batch["prompt_mask"])}
+    assert prompts == {data[1]["prompt"], data[2]["prompt"]}  # one single-hop and one bridge group, as scheduled
+    assert trainer._metrics["train"]["search/informative_group_frac"] == [1.0]

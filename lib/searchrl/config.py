@@ -289,7 +289,8 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     (rewards differed) are drawn more, and a question whose last group was not is drawn less (also steers
     dynamic_sampling's extra draws); or stratified: every step holds the question types in equal shares (with as
     many prompts_per_step as types, one of each), so the training reward follows the policy rather than the mix of
-    types a step happened to draw. No extra generation."""
+    types a step happened to draw; dynamic_sampling's extra draws then replace an uninformative group with questions
+    of its own type, so the trained batch keeps that mix too. No extra generation."""
     train_type_weights: dict = field(default_factory=dict)
     """prompt_selection stratified: questions of each type in every turn over the types (a type not named: 1), e.g.
     {single_hop: 2} with three types and prompts_per_step 4 gives each step two single-hop questions and one of each

@@ -10,6 +10,7 @@ left-padded, completions right-padded, so joining pads each side the way TRL did
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import torch
 import torch.nn.functional as F
@@ -38,6 +39,19 @@ def extra_draw_size(mode: str, missing: int, found: int, drawn: int, batch: int)
     if mode == "batch" or found == 0:
         return batch
     return min(batch, math.ceil(missing * drawn / found))
+
+
+def take_within_quota(keep: torch.Tensor, types: list[str], missing: Counter) -> list[int]:
+    """The informative groups of an extra draw (`keep`, one flag per group of type `types[i]`) that a type still
+    short in the batch can take, in order; `missing` (type -> groups still wanted) is decremented for each. Under
+    stratified selection the refill then keeps the scheduled mix of types: a surplus group of one type stays out
+    rather than tilt a choice that the types pull different ways (prompt_selection's type weights)."""
+    taken = []
+    for group, (informative, qtype) in enumerate(zip(keep.tolist(), types, strict=True)):
+        if informative and missing[qtype] > 0:
+            missing[qtype] -= 1
+            taken.append(group)
+    return taken
 
 
 def _per_sample(value, size: int) -> bool:
@@ -80,4 +94,4 @@ def concat_batches(batches: list[dict], size: int) -> dict:
     return out
 
 
-__all__ = ["DRAW_SIZES", "concat_batches", "extra_draw_size", "informative_groups", "take_rows"]
+__all__ = ["DRAW_SIZES", "concat_batches", "extra_draw_size", "informative_groups", "take_rows", "take_within_quota"]

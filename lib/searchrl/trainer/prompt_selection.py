@@ -161,4 +161,29 @@ class StratifiedSampler(_RepeatLayout):
             yield from self._laid_out(order[start:start + self.batch_size])
 
 
-__all__ = ["PROMPT_SELECTIONS", "RECHECK_WEIGHT", "InformativeSampler", "SelectionRecord", "StratifiedSampler"]
+def draw_of_types(qtypes: Sequence[str], wanted: Sequence[str], n: int, generator: torch.Generator) -> list[int]:
+    """`n` question indices whose types follow `wanted` in turn (cycled when `n` is longer): what dynamic sampling
+    draws under stratified selection to replace the uninformative groups of those types, so that a refill keeps
+    the batch's scheduled mix instead of drawing the whole table's. Questions are drawn at random within their type,
+    without repeats until a type's questions are used up."""
+    if not wanted:
+        raise ValueError("draw_of_types needs at least one wanted type")
+    by_type: dict[str, list[int]] = {}
+    for index, qtype in enumerate(qtypes):
+        by_type.setdefault(str(qtype), []).append(index)
+    unknown = sorted({str(t) for t in wanted} - set(by_type))
+    if unknown:
+        raise ValueError(f"no training questions of type {unknown}; the table holds {sorted(by_type)}")
+    queues: dict[str, list[int]] = {}
+    out = []
+    for i in range(n):
+        qtype = str(wanted[i % len(wanted)])
+        if not queues.get(qtype):
+            members = by_type[qtype]
+            queues[qtype] = [members[j] for j in torch.randperm(len(members), generator=generator).tolist()]
+        out.append(queues[qtype].pop())
+    return out
+
+
+__all__ = ["PROMPT_SELECTIONS", "RECHECK_WEIGHT", "InformativeSampler", "SelectionRecord", "StratifiedSampler",
+           "draw_of_types"]

@@ -17,6 +17,7 @@ import dataclasses
 import errno
 import os
 import warnings
+from collections import Counter
 from dataclasses import dataclass, field
 
 import torch
@@ -30,7 +31,14 @@ from searchrl.rollout import HFTurnGenerator, RolloutConfig, SearchRollout, VLLM
 from searchrl.rundir import checkpoint_space_problem
 from searchrl.trainer.across_processes import mean_over_processes
 from searchrl.trainer.advantages import ADVANTAGE_ESTIMATORS, AdvantageInputs, gae_advantages
-from searchrl.trainer.dynamic_sampling import DRAW_SIZES, concat_batches, extra_draw_size, informative_groups, take_rows
+from searchrl.trainer.dynamic_sampling import (
+    DRAW_SIZES,
+    concat_batches,
+    extra_draw_size,
+    informative_groups,
+    take_rows,
+    take_within_quota,
+)
 from searchrl.trainer.freeze import train_top_blocks
 from searchrl.trainer.health import garble_metrics
 from searchrl.trainer.length_groups import length_grouped
@@ -49,6 +57,7 @@ from searchrl.trainer.prompt_selection import (
     InformativeSampler,
     SelectionRecord,
     StratifiedSampler,
+    draw_of_types,
 )
 from searchrl.trainer.rollout_log import RolloutLog, mean_advantage
 from searchrl.trainer.search_payoff import advantage_by_searches
@@ -445,21 +454,34 @@ class SearchGRPOTrainer(GRPOTrainer):
     def _fill_with_informative_groups(self, inputs, output, rewards):
         """DAPO dynamic sampling: draw and score more questions (at most dynamic_sampling_max_draws draws, each sized
         by dynamic_sampling_draw) until the batch holds as many informative groups as it has groups; the rest stays
-        masked (drop_zero_variance)."""
+        masked (drop_zero_variance). Under stratified selection each draw takes the types of the groups still
+        missing, and a type takes no more groups than it lost, so the batch keeps its scheduled mix of types."""
         g = self.num_generations
         size = len(inputs)
         wanted = size // g
         batches, keeps, draws = [output], [informative_groups(rewards, g)], 0
-        found, drawn = int(keeps[0].sum()), wanted
+        # (draw, group) pairs that fill the batch: the first batch's informative groups, then the refills.
+        chosen = [(0, grp) for grp in keeps[0].nonzero().flatten().tolist()]
+        by_type = self.args.prompt_selection == "stratified"
+        missing = None
+        if by_type:  # types of the whole batch's groups (gathered: every process decides alike)
+            types = gather_object([str(row.get("qtype", "unknown")) for row in inputs])[::g]
+            missing = Counter(t for t, k in zip(types, keeps[0].tolist(), strict=True) if not k)
+        found, drawn = len(chosen), wanted
         while found < wanted and draws < self.args.dynamic_sampling_max_draws:
             n = extra_draw_size(self.args.dynamic_sampling_draw, wanted - found, found, drawn, wanted)
-            more, more_rewards = self._scored_batch(self._draw_questions(n))
+            questions = self._draw_questions(n, list(missing.elements()) if by_type else None)
+            more, more_rewards = self._scored_batch(questions)
             batches.append(more)
             keeps.append(informative_groups(more_rewards, g))
-            found, drawn, draws = found + int(keeps[-1].sum()), drawn + n, draws + 1
+            if by_type:
+                taken = take_within_quota(keeps[-1], [row["qtype"] for row in questions[::g]], missing)
+            else:
+                taken = keeps[-1].nonzero().flatten().tolist()
+            chosen += [(len(batches) - 1, grp) for grp in taken]
+            found, drawn, draws = len(chosen), drawn + n, draws + 1
         # Informative groups first, in the order drawn; then the first batch's other groups as masked filler.
-        chosen = [(i, grp) for i, k in enumerate(keeps) for grp in k.nonzero().flatten().tolist()][:wanted]
-        chosen += [(0, grp) for grp in (~keeps[0]).nonzero().flatten().tolist()][: wanted - len(chosen)]
+        chosen = chosen[:wanted] + [(0, grp) for grp in (~keeps[0]).nonzero().flatten().tolist()][: wanted - len(chosen)]
         parts = []
         for i, batch in enumerate(batches):
             groups = [grp for j, grp in chosen if j == i]
@@ -476,14 +498,17 @@ class SearchGRPOTrainer(GRPOTrainer):
         self._metrics["train"]["search/informative_group_frac"].append(informative / wanted)
         return merged
 
-    def _draw_questions(self, n: int) -> list[dict]:
-        """`n` random training questions, each repeated num_generations times, as TRL's sampler would batch them."""
+    def _draw_questions(self, n: int, types: list[str] | None = None) -> list[dict]:
+        """`n` training questions, each repeated num_generations times, as TRL's sampler would batch them: of
+        `types` in turn when given (stratified selection), by the selection record (informative), else at random."""
         if getattr(self, "_refill_generator", None) is None:
             self._refill_generator = torch.Generator().manual_seed(self.args.seed + 7919)
-        if self.args.prompt_selection == "informative":
-            if getattr(self, "_refill_columns", None) is None:  # read once: a column read walks the whole table
-                self._refill_columns = (self.train_dataset["id"], self.train_dataset["qtype"])
-            ids, qtypes = self._refill_columns
+        if getattr(self, "_refill_columns", None) is None:  # read once: a column read walks the whole table
+            self._refill_columns = (self.train_dataset["id"], self.train_dataset["qtype"])
+        ids, qtypes = self._refill_columns
+        if types:
+            idx = draw_of_types(qtypes, types, n, self._refill_generator)
+        elif self.args.prompt_selection == "informative":
             idx = self.selection.draw(ids, qtypes, range(len(ids)), n, self._refill_generator)
         else:
             idx = torch.randperm(len(self.train_dataset), generator=self._refill_generator)[:n].tolist()
