@@ -146,3 +146,25 @@ def test_a_stratified_trainer_refills_a_group_with_its_own_type(tmp_path, tiny_p
     prompts = {tokenizer.decode(ids[mask.bool()]) for ids, mask in zip(batch["prompt_ids"], batch["prompt_mask"])}
     assert prompts == {data[1]["prompt"], data[2]["prompt"]}  # one single-hop and one bridge group, as scheduled
     assert trainer._metrics["train"]["search/informative_group_frac"] == [1.0]
+
+
+def test_refills_that_overshoot_never_grow_the_batch(tmp_path, tiny_policy_path, tokenizer):
+    rows = [{"id": "c", "question": "Constant question?", "golden_answers": ["x"], "metadata": {}},
+            {"id": "v", "question": "Varied question?", "golden_answers": ["y"], "metadata": {}},
+            {"id": "w", "question": "Varied again?", "golden_answers": ["z"], "metadata": {}}]
+    protocol = MiniProtocol()
+    args = SearchGRPOConfig(output_dir=str(tmp_path), num_generations=2, max_completion_length=8, use_cpu=True,
+                            report_to="none", max_steps=1, save_strategy="no", dynamic_sampling=True,
+                            dynamic_sampling_max_draws=2, per_device_train_batch_size=8)
+    data = prompt_dataset(rows, protocol, tokenizer)
+    trainer = SearchGRPOTrainer(model=str(tiny_policy_path), reward_funcs=[reward_by_question], args=args,
+                                train_dataset=data, retriever=FakeRetriever(), protocol=protocol,
+                                processing_class=tokenizer)
+    trainer.model.train()
+    # one informative group of four; each whole-batch draw takes all three questions (two informative), so the
+    # second draw brings five informative groups for four places: the batch keeps four, with no filler added
+    batch = trainer._generate_and_score_completions([dict(data[1])] * 2 + [dict(data[0])] * 6)
+    assert trainer._metrics["train"]["search/dynamic_extra_draws"] == [2.0]
+    assert batch["completion_ids"].size(0) == 8
+    assert (batch["completion_mask"].sum(dim=1) > 0).all()
+    assert trainer._metrics["train"]["search/informative_group_frac"] == [1.0]

@@ -481,7 +481,8 @@ class SearchGRPOTrainer(GRPOTrainer):
             chosen += [(len(batches) - 1, grp) for grp in taken]
             found, drawn, draws = len(chosen), drawn + n, draws + 1
         # Informative groups first, in the order drawn; then the first batch's other groups as masked filler.
-        chosen = chosen[:wanted] + [(0, grp) for grp in (~keeps[0]).nonzero().flatten().tolist()][: wanted - len(chosen)]
+        chosen = chosen[:wanted]  # uniform refills may overshoot; the filler counts from what is kept
+        chosen += [(0, grp) for grp in (~keeps[0]).nonzero().flatten().tolist()][: wanted - len(chosen)]
         parts = []
         for i, batch in enumerate(batches):
             groups = [grp for j, grp in chosen if j == i]
