@@ -39,6 +39,14 @@ RECHECK_WEIGHT = 0.25  # a question last seen uninformative is drawn at a quarte
 STATE_FILE = "prompt_selection.json"
 
 
+def indices_by_type(qtypes: Sequence[str]) -> dict[str, list[int]]:
+    """Question type -> the indices of its questions, in table order."""
+    by_type: dict[str, list[int]] = {}
+    for index, qtype in enumerate(qtypes):
+        by_type.setdefault(str(qtype), []).append(index)
+    return by_type
+
+
 class SelectionRecord:
     """Which groups were informative, per question type and per question, from the rollouts made so far."""
 
@@ -144,11 +152,8 @@ class StratifiedSampler(_RepeatLayout):
     def order(self) -> list[int]:
         """The next epoch's question indices: each type in turn (types in sorted order; `type_weights[type]` of it
         a turn, 1 for a type not named), until all are used."""
-        by_type: dict[str, list[int]] = {}
-        for index, qtype in enumerate(self.qtypes):
-            by_type.setdefault(qtype, []).append(index)
         queues = [([members[i] for i in torch.randperm(len(members), generator=self.generator).tolist()],
-                   self.type_weights.get(qtype, 1)) for qtype, members in sorted(by_type.items())]
+                   self.type_weights.get(qtype, 1)) for qtype, members in sorted(indices_by_type(self.qtypes).items())]
         out = []
         while any(queue for queue, _ in queues):
             for queue, weight in queues:
@@ -168,9 +173,7 @@ def draw_of_types(qtypes: Sequence[str], wanted: Sequence[str], n: int, generato
     without repeats until a type's questions are used up."""
     if not wanted:
         raise ValueError("draw_of_types needs at least one wanted type")
-    by_type: dict[str, list[int]] = {}
-    for index, qtype in enumerate(qtypes):
-        by_type.setdefault(str(qtype), []).append(index)
+    by_type = indices_by_type(qtypes)
     unknown = sorted({str(t) for t in wanted} - set(by_type))
     if unknown:
         raise ValueError(f"no training questions of type {unknown}; the table holds {sorted(by_type)}")

@@ -462,19 +462,18 @@ class SearchGRPOTrainer(GRPOTrainer):
         batches, keeps, draws = [output], [informative_groups(rewards, g)], 0
         # (draw, group) pairs that fill the batch: the first batch's informative groups, then the refills.
         chosen = [(0, grp) for grp in keeps[0].nonzero().flatten().tolist()]
-        by_type = self.args.prompt_selection == "stratified"
-        missing = None
-        if by_type:  # types of the whole batch's groups (gathered: every process decides alike)
+        missing = None  # stratified: type -> groups still wanted (types gathered: every process decides alike)
+        if self.args.prompt_selection == "stratified":
             types = gather_object([str(row.get("qtype", "unknown")) for row in inputs])[::g]
             missing = Counter(t for t, k in zip(types, keeps[0].tolist(), strict=True) if not k)
         found, drawn = len(chosen), wanted
         while found < wanted and draws < self.args.dynamic_sampling_max_draws:
             n = extra_draw_size(self.args.dynamic_sampling_draw, wanted - found, found, drawn, wanted)
-            questions = self._draw_questions(n, list(missing.elements()) if by_type else None)
+            questions = self._draw_questions(n, None if missing is None else list(missing.elements()))
             more, more_rewards = self._scored_batch(questions)
             batches.append(more)
             keeps.append(informative_groups(more_rewards, g))
-            if by_type:
+            if missing is not None:
                 taken = take_within_quota(keeps[-1], [row["qtype"] for row in questions[::g]], missing)
             else:
                 taken = keeps[-1].nonzero().flatten().tolist()
