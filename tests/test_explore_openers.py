@@ -7,11 +7,13 @@ import random
 
 import pandas as pd
 import pytest
+import torch
 
 from fakes import FakeRetriever, MiniProtocol, ScriptedGenerator
 from searchrl.config import ConfigError, RunConfig
 from searchrl.rollout import RolloutConfig, SearchRollout
 from searchrl.trainer import SearchGRPOConfig, SearchGRPOTrainer, prompt_dataset
+from searchrl.trainer.opener_advantage import centered_opener_advantages
 
 OPENERS = ["<think> one fact", "<think> two facts"]
 
@@ -104,3 +106,74 @@ def test_the_trainer_trains_the_opener_and_logs_what_each_opener_earned(tmp_path
     logged = pd.read_json(tmp_path / "rollouts" / "step-0001.jsonl", lines=True)
     assert logged["opener"].tolist() == ["", OPENERS[0], "", OPENERS[0]]
     assert logged["completion"].iloc[1].startswith(OPENERS[0])
+
+
+def _flat_on_entity0(prompts, completions, **kwargs):
+    return [0.0 if "Entity0" in str(p) else random.random() for p in prompts]
+
+
+def test_centred_opener_advantages_sum_to_zero_per_opener_and_leave_the_rest():
+    # two groups of 4, openers 0/1 in turn; the second group's opener-0 rollouts won, the first group's lost
+    advantages = torch.tensor([-1.0, 1.0, -1.0, 1.0, 1.0, -1.0, 1.0, -1.0])
+    index = torch.tensor([0, 1, 0, 1, 0, 1, 0, 1])
+    length = torch.tensor([2, 3, 2, 3, 2, 3, 2, 3])
+    mask = torch.ones(8, 6)
+    out, removed = centered_opener_advantages(advantages, index, length, mask, 2)
+    assert removed == [0.0, 0.0]  # balanced: nothing shared to remove
+    assert torch.equal(out, advantages.unsqueeze(1).expand(8, 6))
+    # the first group's rollouts are masked out (a dropped group): the second group alone sets the means
+    mask[:4] = 0
+    out, removed = centered_opener_advantages(advantages, index, length, mask, 2)
+    assert removed == [1.0, -1.0]
+    for opener in (0, 1):
+        rows = (index == opener).nonzero().flatten()[2:]
+        span = out[rows, : length[rows[0]]]
+        assert span.sum().item() == pytest.approx(0.0)  # no shared push left on this opener
+    assert torch.equal(out[:, 3:], advantages.unsqueeze(1).expand(8, 3))  # after every opener: the rollout's own
+    assert out[0, :2].tolist() == [-2.0, -2.0] and out[1, :3].tolist() == [2.0, 2.0, 2.0]
+
+
+def test_centring_skips_free_rollouts_and_needs_openers():
+    advantages = torch.tensor([[0.5, 0.5, 0.5], [-0.5, -0.5, -0.5]])
+    out, removed = centered_opener_advantages(advantages, torch.tensor([-1, 0]), torch.tensor([0, 2]),
+                                              torch.ones(2, 3), 2)
+    assert removed == [-0.5, None]  # opener 1 started no rollout
+    assert out[0].tolist() == [0.5, 0.5, 0.5] and out[1].tolist() == [0.0, 0.0, -0.5]
+    with pytest.raises(ValueError, match="do not match the mask"):
+        centered_opener_advantages(advantages, torch.tensor([0, 0]), torch.tensor([1, 1]), torch.ones(2, 4), 1)
+    with pytest.raises(ConfigError, match="give explore_openers"):
+        RunConfig.from_params({"center_opener_advantage": True})
+    assert RunConfig.from_params({"center_opener_advantage": True, "explore_openers": OPENERS,
+                                  "num_generations": 4}).rollout_config().center_opener_advantage
+
+
+def test_the_trainer_centres_the_opener_tokens_after_the_refills(tmp_path, tiny_policy_path, tokenizer):
+    rows = [{"id": f"q{i}", "question": f"When was Entity{i} founded?", "golden_answers": ["1901"], "metadata": {}}
+            for i in range(3)]
+    protocol = MiniProtocol()
+    args = SearchGRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=8, num_generations=4,
+                            use_cpu=True, bf16=False, report_to="none", max_steps=1, save_strategy="no",
+                            dynamic_sampling=True, dynamic_sampling_max_draws=8,
+                            rollout=RolloutConfig(max_completion_tokens=24, explore_openers=OPENERS,
+                                                  center_opener_advantage=True))
+    data = prompt_dataset(rows, protocol, tokenizer)
+    trainer = SearchGRPOTrainer(model=str(tiny_policy_path), reward_funcs=[_flat_on_entity0], args=args,
+                                train_dataset=data, retriever=FakeRetriever(), protocol=protocol,
+                                processing_class=tokenizer)
+    trainer.model.train()
+    batch = trainer._generate_and_score_completions([dict(data[0])] * 4 + [dict(data[1])] * 4)
+    assert "opener_index" not in batch and "opener_length" not in batch  # TRL's loss sees its own keys only
+    advantages = batch["advantages"]
+    assert advantages.shape == batch["completion_mask"].shape
+    assert trainer._metrics["train"]["search/dynamic_extra_draws"][-1] >= 1  # q0's flat group was refilled
+    trained = batch["completion_mask"][:, 0].bool()
+    assert trained.sum() == 8  # the refill took the flat group's place
+    lengths = [len(tokenizer(o, add_special_tokens=False)["input_ids"]) for o in OPENERS]
+    removed = trainer._metrics["train"]
+    for opener, n in enumerate(lengths):
+        rows_of = [r for r in range(opener, len(trained), 2) if trained[r]]
+        span = advantages[rows_of, :n]
+        assert span.sum().item() == pytest.approx(0.0, abs=1e-5)
+        own = advantages[rows_of, n]  # the first token after the opener keeps the rollout's advantage
+        shift = removed[f"search/opener_advantage_removed/{opener}"][-1]
+        assert torch.allclose(span[:, 0], own - shift, atol=1e-6)

@@ -81,6 +81,13 @@ class RolloutConfig:
     Openers are reasoning text (no query or answer tag); num_generations must be a multiple of their number; the
     cached transformers generator only (vLLM's importance-sampling correction needs every trained token's sampling
     log-probability). Not from the papers."""
+    center_opener_advantage: bool = False
+    """With explore_openers: train each opener's tokens with its rollout's advantage minus the batch's mean advantage
+    of the rollouts started from the same opener (the tokens after it keep the rollout's own). Every opener's summed
+    push is then zero at every step, so RL trains how much better an opener does on this question than on the
+    others, and not a shift of the choice for every question alike, which on the plan-first cold start moved 4-8
+    logits by seed and decided where greedy plans landed (outputs/LOG.md, twenty-fourth session). Not from the
+    papers."""
 
     def __post_init__(self) -> None:
         raise_problems("RolloutConfig", rollout_problems(self))
@@ -117,6 +124,10 @@ def rollout_problems(values: Any) -> list[tuple[str, str]]:
                    ">= 1 as well (it is 0, so nothing would be trained)")
         problems.append(("train_forced_opener", message))
     openers = values.explore_openers
+    if values.center_opener_advantage is True and not any(openers or []):
+        message = ("center_opener_advantage centres the advantages of explore_openers' tokens; give explore_openers "
+                   "(e.g. [\"<think> This needs one\", \"<think> This needs two\"]) or leave it off")
+        problems.append(("center_opener_advantage", message))
     if isinstance(openers, (list, tuple)):
         if not all(isinstance(o, str) for o in openers):
             problems.append(("explore_openers", f"explore_openers must be a list of strings, got {openers!r}"))

@@ -58,6 +58,7 @@ class Trajectory:
     query_opened: bool = False  # the environment just appended the query opener: the next turn is the query itself
     opener: str = ""  # the explore_openers text this rollout was started from (trained as sampled; "" for none)
     opener_index: int = -1  # its position in explore_openers (identical openers stay apart); -1 when started free
+    opener_tokens: int = 0  # how many tokens the opener put at the start of the completion
     done: bool = False
     budget: int = 256  # completion tokens allowed, sampled and appended together
 
@@ -171,6 +172,7 @@ class SearchRollout:
         log-probs)."""
         traj.append(list(self._opener_ids[index]), sampled=True)
         traj.opener, traj.opener_index = self.config.explore_openers[index], index
+        traj.opener_tokens = len(self._opener_ids[index])
 
     def _turn_budget(self, traj: Trajectory) -> int:
         # A batch turn lasts as long as its longest row; capping a turn stops one rambling sample from holding up

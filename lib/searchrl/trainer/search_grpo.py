@@ -52,6 +52,7 @@ from searchrl.trainer.memorization import (
     retrieved_documents,
     split_round_robin,
 )
+from searchrl.trainer.opener_advantage import centered_opener_advantages
 from searchrl.trainer.prompt_selection import (
     PROMPT_SELECTIONS,
     InformativeSampler,
@@ -301,6 +302,7 @@ class SearchGRPOTrainer(GRPOTrainer):
             self._metrics[mode][name].append(value)
         self._last_num_searches = [t.num_searches for t in trajs]  # this slice's, scored next (_scored_batch)
         self._last_openers = [(t.opener_index, t.opener) for t in trajs]
+        self._last_opener_tokens = [t.opener_tokens for t in trajs]
         env_mask = [t.env_mask if self.args.mask_retrieved else _only_forced_masked(t) for t in trajs]
         extra = {}
         if self.memorizer is not None:  # the documents each rollout retrieved, read where the engine appended them
@@ -362,8 +364,23 @@ class SearchGRPOTrainer(GRPOTrainer):
             # every step), the curve that follows the policy rather than the draws.
             self._metrics["train"]["search/scheduled_reward"].append(rewards.mean().item())
             output = self._fill_with_informative_groups(inputs, output, rewards)
+        if "opener_index" in output:  # tagged in _scored_batch; centred once the batch is final (after the refills)
+            output = self._center_opener_advantages(output)
         if self.memorizer is not None:
             self._prepare_memorization()
+        return output
+
+    def _center_opener_advantages(self, output: dict) -> dict:
+        """rollout.center_opener_advantage: the opener tokens' advantages centred over the batch, per opener
+        (searchrl.trainer.opener_advantage); logs the mean removed as `search/opener_advantage_removed/<i>`."""
+        index, length = output.pop("opener_index"), output.pop("opener_length")
+        mask = output["completion_mask"] * output.get("tool_mask", torch.ones_like(output["completion_mask"]))
+        output["advantages"], removed = centered_opener_advantages(
+            output["advantages"], index, length, mask, len(self.args.rollout.explore_openers),
+            global_sum=self._global_sum)
+        for i, value in enumerate(removed):
+            if value is not None:
+                self._metrics["train"][f"search/opener_advantage_removed/{i}"].append(value)
         return output
 
     def _prepare_inputs(self, generation_batch):
@@ -518,6 +535,11 @@ class SearchGRPOTrainer(GRPOTrainer):
         """TRL's generated and scored batch, with this run's advantage estimator and zero-variance masking applied;
         also returns the per-sample total rewards."""
         output = super()._generate_and_score_completions(inputs)
+        if self.args.rollout.center_opener_advantage and self.model.training:
+            # Which opener each row started from, carried through dynamic sampling's refills (per-sample tensors).
+            device = output["completion_ids"].device
+            output["opener_index"] = torch.tensor([i for i, _ in self._last_openers], dtype=torch.long, device=device)
+            output["opener_length"] = torch.tensor(self._last_opener_tokens, dtype=torch.long, device=device)
         estimator = ADVANTAGE_ESTIMATORS.get(self.args.advantage_estimator)
         rewards = (self._last_rewards_per_func * self.reward_weights.to(self._last_rewards_per_func.device)
                    .unsqueeze(0)).nansum(dim=1)

@@ -1,0 +1,60 @@
+"""Opener advantages centred over the batch (`rollout.center_opener_advantage`).
+
+With `explore_openers` every group tries each opener, and an opener's tokens are trained with its rollout's
+advantage. Summed over a batch those advantages also push each opener up or down for every question alike: a shared
+offset. On the plan-first cold start (outputs/LOG.md, twenty-fourth session) that offset moved 4-8 logits between
+runs while the part of the choice that differs between question types moved 0.4-1.0, so whether greedy decoding
+followed the question was decided by the offset. Centring gives each started rollout's opener tokens its advantage
+minus the batch's mean over the trained tokens of the same opener: every opener's summed push is zero at every
+step, and what is left is how much better the opener did on this question than on the batch's other questions. The
+tokens after the opener keep the rollout's own advantage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+
+def centered_opener_advantages(
+    advantages: torch.Tensor,
+    opener_index: torch.Tensor,
+    opener_length: torch.Tensor,
+    mask: torch.Tensor,
+    num_openers: int,
+    *,
+    global_sum: Callable[[torch.Tensor], torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, list[float | None]]:
+    """((B, T) advantages, the mean removed per opener: None where no trained rollout started from it).
+
+    advantages: (B,) or (B, T); opener_index: (B,) the opener each rollout started from, -1 when started free;
+    opener_length: (B,) its number of tokens, the first ones of the completion; mask: (B, T) 1 on trained tokens (a
+    rollout masked out, such as a dropped zero-variance group's, counts in no mean); num_openers: how many openers
+    there are (every process must loop alike); global_sum sums a scalar tensor over processes (identity on one).
+    """
+    rows, width = mask.shape
+    if advantages.dim() == 1:
+        advantages = advantages.unsqueeze(1).expand(rows, width)
+    if advantages.shape != mask.shape:
+        raise ValueError(f"advantages {tuple(advantages.shape)} do not match the mask {tuple(mask.shape)}")
+    centred = advantages.clone()
+    positions = torch.arange(width, device=mask.device).unsqueeze(0)
+    in_opener = positions < opener_length.to(mask.device).unsqueeze(1)
+    removed: list[float | None] = []
+    for index in range(num_openers):
+        span = in_opener & (opener_index.to(mask.device) == index).unsqueeze(1)
+        trained = span & (mask > 0)
+        total, count = (advantages * trained).sum().float(), trained.sum().float()
+        if global_sum is not None:
+            total, count = global_sum(total), global_sum(count)
+        if count <= 0:
+            removed.append(None)
+            continue
+        mean = total / count
+        centred = torch.where(span, centred - mean.to(centred.dtype), centred)
+        removed.append(mean.item())
+    return centred, removed
+
+
+__all__ = ["centered_opener_advantages"]
