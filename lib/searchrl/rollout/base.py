@@ -84,9 +84,9 @@ class RolloutConfig:
     center_opener_advantage: bool = False
     """With explore_openers: train each opener's tokens with its rollout's advantage minus the batch's mean advantage
     of the rollouts started from the same opener (the tokens after it keep the rollout's own). Every opener's summed
-    push is then zero at every step, so RL trains how much better an opener does on this question than on the
-    others, and not a shift of the choice for every question alike, which on the plan-first cold start moved 4-8
-    logits by seed and decided where greedy plans landed (outputs/LOG.md, twenty-fourth session). Not from the
+    push is then zero at every step, and what the opener itself learns is how much better it did on this question
+    than on the others. Measured on the plan-first cold start (outputs/LOG.md, lever Zaa): the choice still shifted
+    for every question alike, since that shift comes through the tokens trained after the opener. Not from the
     papers."""
 
     def __post_init__(self) -> None:
