@@ -116,18 +116,18 @@ def test_centred_opener_advantages_sum_to_zero_per_opener_and_leave_the_rest():
     # two groups of 4, openers 0/1 in turn; the second group's opener-0 rollouts won, the first group's lost
     advantages = torch.tensor([-1.0, 1.0, -1.0, 1.0, 1.0, -1.0, 1.0, -1.0])
     index = torch.tensor([0, 1, 0, 1, 0, 1, 0, 1])
-    length = torch.tensor([2, 3, 2, 3, 2, 3, 2, 3])
+    lengths = [2, 3]
     mask = torch.ones(8, 6)
-    out, removed = centered_opener_advantages(advantages, index, length, mask, 2)
+    out, removed = centered_opener_advantages(advantages, index, lengths, mask)
     assert removed == [0.0, 0.0]  # balanced: nothing shared to remove
     assert torch.equal(out, advantages.unsqueeze(1).expand(8, 6))
     # the first group's rollouts are masked out (a dropped group): the second group alone sets the means
     mask[:4] = 0
-    out, removed = centered_opener_advantages(advantages, index, length, mask, 2)
+    out, removed = centered_opener_advantages(advantages, index, lengths, mask)
     assert removed == [1.0, -1.0]
     for opener in (0, 1):
         rows = (index == opener).nonzero().flatten()[2:]
-        span = out[rows, : length[rows[0]]]
+        span = out[rows, : lengths[opener]]
         assert span.sum().item() == pytest.approx(0.0)  # no shared push left on this opener
     assert torch.equal(out[:, 3:], advantages.unsqueeze(1).expand(8, 3))  # after every opener: the rollout's own
     assert out[0, :2].tolist() == [-2.0, -2.0] and out[1, :3].tolist() == [2.0, 2.0, 2.0]
@@ -135,12 +135,11 @@ def test_centred_opener_advantages_sum_to_zero_per_opener_and_leave_the_rest():
 
 def test_centring_skips_free_rollouts_and_needs_openers():
     advantages = torch.tensor([[0.5, 0.5, 0.5], [-0.5, -0.5, -0.5]])
-    out, removed = centered_opener_advantages(advantages, torch.tensor([-1, 0]), torch.tensor([0, 2]),
-                                              torch.ones(2, 3), 2)
+    out, removed = centered_opener_advantages(advantages, torch.tensor([-1, 0]), [2, 1], torch.ones(2, 3))
     assert removed == [-0.5, None]  # opener 1 started no rollout
     assert out[0].tolist() == [0.5, 0.5, 0.5] and out[1].tolist() == [0.0, 0.0, -0.5]
     with pytest.raises(ValueError, match="do not match the mask"):
-        centered_opener_advantages(advantages, torch.tensor([0, 0]), torch.tensor([1, 1]), torch.ones(2, 4), 1)
+        centered_opener_advantages(advantages, torch.tensor([0, 0]), [1], torch.ones(2, 4))
     with pytest.raises(ConfigError, match="give explore_openers"):
         RunConfig.from_params({"center_opener_advantage": True})
     assert RunConfig.from_params({"center_opener_advantage": True, "explore_openers": OPENERS,
@@ -162,7 +161,7 @@ def test_the_trainer_centres_the_opener_tokens_after_the_refills(tmp_path, tiny_
                                 processing_class=tokenizer)
     trainer.model.train()
     batch = trainer._generate_and_score_completions([dict(data[0])] * 4 + [dict(data[1])] * 4)
-    assert "opener_index" not in batch and "opener_length" not in batch  # TRL's loss sees its own keys only
+    assert "opener_index" not in batch  # TRL's loss sees its own keys only
     advantages = batch["advantages"]
     assert advantages.shape == batch["completion_mask"].shape
     assert trainer._metrics["train"]["search/dynamic_extra_draws"][-1] >= 1  # q0's flat group was refilled

@@ -58,7 +58,6 @@ class Trajectory:
     query_opened: bool = False  # the environment just appended the query opener: the next turn is the query itself
     opener: str = ""  # the explore_openers text this rollout was started from (trained as sampled; "" for none)
     opener_index: int = -1  # its position in explore_openers (identical openers stay apart); -1 when started free
-    opener_tokens: int = 0  # how many tokens the opener put at the start of the completion
     done: bool = False
     budget: int = 256  # completion tokens allowed, sampled and appended together
 
@@ -112,6 +111,11 @@ class SearchRollout:
         self._down_since: float | None = None  # when the current outage began (its first failed attempt)
         # Checked and encoded once here, not per rollout: the openers are fixed for the engine's life.
         self._opener_ids = [self._encode_opener(o) if o else [] for o in self.config.explore_openers] if explore else []
+
+    @property
+    def opener_lengths(self) -> list[int]:
+        """The token count of each of explore_openers, as put at the start of a completion (0 for "")."""
+        return [len(ids) for ids in self._opener_ids]
 
     def encode_observation(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -172,7 +176,6 @@ class SearchRollout:
         log-probs)."""
         traj.append(list(self._opener_ids[index]), sampled=True)
         traj.opener, traj.opener_index = self.config.explore_openers[index], index
-        traj.opener_tokens = len(self._opener_ids[index])
 
     def _turn_budget(self, traj: Trajectory) -> int:
         # A batch turn lasts as long as its longest row; capping a turn stops one rambling sample from holding up

@@ -14,7 +14,7 @@ the opener, so this setting alone does not hold it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -22,18 +22,17 @@ import torch
 def centered_opener_advantages(
     advantages: torch.Tensor,
     opener_index: torch.Tensor,
-    opener_length: torch.Tensor,
+    opener_lengths: Sequence[int],
     mask: torch.Tensor,
-    num_openers: int,
     *,
     global_sum: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, list[float | None]]:
     """((B, T) advantages, the mean removed per opener: None where no trained rollout started from it).
 
     advantages: (B,) or (B, T); opener_index: (B,) the opener each rollout started from, -1 when started free;
-    opener_length: (B,) its number of tokens, the first ones of the completion; mask: (B, T) 1 on trained tokens (a
-    rollout masked out, such as a dropped zero-variance group's, counts in no mean); num_openers: how many openers
-    there are (every process must loop alike); global_sum sums a scalar tensor over processes (identity on one).
+    opener_lengths: each opener's number of tokens, the first ones of its rollouts' completions (one entry per
+    opener, so every process loops alike); mask: (B, T) 1 on trained tokens (a rollout masked out, such as a dropped
+    zero-variance group's, counts in no mean); global_sum sums a scalar tensor over processes (identity on one).
     """
     rows, width = mask.shape
     if advantages.dim() == 1:
@@ -42,10 +41,10 @@ def centered_opener_advantages(
         raise ValueError(f"advantages {tuple(advantages.shape)} do not match the mask {tuple(mask.shape)}")
     centred = advantages.clone()
     positions = torch.arange(width, device=mask.device).unsqueeze(0)
-    in_opener = positions < opener_length.to(mask.device).unsqueeze(1)
+    opener_index = opener_index.to(mask.device)
     removed: list[float | None] = []
-    for index in range(num_openers):
-        span = in_opener & (opener_index.to(mask.device) == index).unsqueeze(1)
+    for index, length in enumerate(opener_lengths):
+        span = (positions < length) & (opener_index == index).unsqueeze(1)
         trained = span & (mask > 0)
         total, count = (advantages * trained).sum().float(), trained.sum().float()
         if global_sum is not None:

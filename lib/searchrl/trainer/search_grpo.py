@@ -302,7 +302,6 @@ class SearchGRPOTrainer(GRPOTrainer):
             self._metrics[mode][name].append(value)
         self._last_num_searches = [t.num_searches for t in trajs]  # this slice's, scored next (_scored_batch)
         self._last_openers = [(t.opener_index, t.opener) for t in trajs]
-        self._last_opener_tokens = [t.opener_tokens for t in trajs]
         env_mask = [t.env_mask if self.args.mask_retrieved else _only_forced_masked(t) for t in trajs]
         extra = {}
         if self.memorizer is not None:  # the documents each rollout retrieved, read where the engine appended them
@@ -373,11 +372,10 @@ class SearchGRPOTrainer(GRPOTrainer):
     def _center_opener_advantages(self, output: dict) -> dict:
         """rollout.center_opener_advantage: the opener tokens' advantages centred over the batch, per opener
         (searchrl.trainer.opener_advantage); logs the mean removed as `search/opener_advantage_removed/<i>`."""
-        index, length = output.pop("opener_index"), output.pop("opener_length")
+        index = output.pop("opener_index")
         mask = output["completion_mask"] * output.get("tool_mask", torch.ones_like(output["completion_mask"]))
         output["advantages"], removed = centered_opener_advantages(
-            output["advantages"], index, length, mask, len(self.args.rollout.explore_openers),
-            global_sum=self._global_sum)
+            output["advantages"], index, self.engine.opener_lengths, mask, global_sum=self._global_sum)
         for i, value in enumerate(removed):
             if value is not None:
                 self._metrics["train"][f"search/opener_advantage_removed/{i}"].append(value)
@@ -537,9 +535,8 @@ class SearchGRPOTrainer(GRPOTrainer):
         output = super()._generate_and_score_completions(inputs)
         if self.args.rollout.center_opener_advantage and self.model.training:
             # Which opener each row started from, carried through dynamic sampling's refills (per-sample tensors).
-            device = output["completion_ids"].device
-            output["opener_index"] = torch.tensor([i for i, _ in self._last_openers], dtype=torch.long, device=device)
-            output["opener_length"] = torch.tensor(self._last_opener_tokens, dtype=torch.long, device=device)
+            output["opener_index"] = torch.tensor([i for i, _ in self._last_openers], dtype=torch.long,
+                                                  device=output["completion_ids"].device)
         estimator = ADVANTAGE_ESTIMATORS.get(self.args.advantage_estimator)
         rewards = (self._last_rewards_per_func * self.reward_weights.to(self._last_rewards_per_func.device)
                    .unsqueeze(0)).nansum(dim=1)
