@@ -140,6 +140,18 @@ def test_resuming_with_changed_arm_settings_is_refused(tmp_path):
         Ablation(_cfg(tmp_path), changed, seeds=[0], work=FakeWork(), run_dir=tmp_path / "run")
 
 
+def test_a_setting_added_since_an_arm_started_resumes_at_its_default(tmp_path):
+    Ablation(_cfg(tmp_path), ARMS, seeds=[0], work=FakeWork(), run_dir=tmp_path / "run").run()
+    record = arm_folder(tmp_path / "run", "f1", 0) / "arm.json"
+    info = json.loads(record.read_text())
+    del info["params"]["center_opener_advantage"]  # as an arm started before the setting existed records it
+    record.write_text(json.dumps(info))
+    Ablation(_cfg(tmp_path), ARMS, seeds=[0], work=FakeWork(), run_dir=tmp_path / "run")  # resumes
+    changed = {**ARMS, "f1": {"rewards": ["f1"], "center_opener_advantage": True, "explore_openers": ["a", "b"]}}
+    with pytest.raises(ConfigError, match=r"other settings \(center_opener_advantage: False -> True"):
+        Ablation(_cfg(tmp_path), changed, seeds=[0], work=FakeWork(), run_dir=tmp_path / "run")
+
+
 def test_reports_of_a_fake_ablation(tmp_path):
     claims = [Claim("F1 reward beats EM", better="f1", worse="em", metric="f1", paper="R1-Searcher Table 5")]
     ablation = Ablation(_cfg(tmp_path), ARMS, [0, 1], claims, work=FakeWork(), run_dir=tmp_path / "run")

@@ -118,9 +118,13 @@ class Ablation:
             if recorded is None:
                 continue
             now = _comparable(cfg.to_dict())
-            changed = sorted(k for k in set(now) | set(recorded) if now.get(k) != recorded.get(k))
+            # A setting added to the schema since the arm started is absent from its record; at its default it
+            # changes nothing, so only a non-default value counts as a change.
+            defaults = RunConfig.defaults()
+            was = {k: recorded.get(k, defaults.get(k)) for k in set(now) | set(recorded)}
+            changed = sorted(k for k in was if now.get(k) != was[k])
             if changed:
-                detail = ", ".join(f"{k}: {recorded.get(k)!r} -> {now.get(k)!r}" for k in changed[:6])
+                detail = ", ".join(f"{k}: {was[k]!r} -> {now.get(k)!r}" for k in changed[:6])
                 raise ConfigError(f"arm {name!r} seed {seed} in {folder} was started with other settings ({detail}); "
                                   "start a new run folder, or restore those parameters to resume it")
 
