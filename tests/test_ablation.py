@@ -17,7 +17,8 @@ from searchrl.config import ConfigError, RunConfig
 from searchrl.rundir import MetricsHistory, write_trajectories
 
 # Per-question F1 of each arm, the same for every seed: f1 beats em on questions q0 and q2.
-SCORES = {"em": [0.0, 1.0, 0.0, 0.0], "f1": [1.0, 1.0, 0.5, 0.0], "r1s": [0.0, 0.0, 0.0, 0.0]}
+SCORES = {"em": [0.0, 1.0, 0.0, 0.0], "f1": [1.0, 1.0, 0.5, 0.0], "r1s": [0.0, 0.0, 0.0, 0.0],
+          "cem": [0.0, 1.0, 0.5, 0.0], "sft": [0.0, 0.0, 1.0, 0.0]}
 
 
 class FakeWork:
@@ -150,6 +151,25 @@ def test_a_setting_added_since_an_arm_started_resumes_at_its_default(tmp_path):
     changed = {**ARMS, "f1": {"rewards": ["f1"], "center_opener_advantage": True, "explore_openers": ["a", "b"]}}
     with pytest.raises(ConfigError, match=r"other settings \(center_opener_advantage: False -> True"):
         Ablation(_cfg(tmp_path), changed, seeds=[0], work=FakeWork(), run_dir=tmp_path / "run")
+
+
+def test_a_cold_start_made_before_a_setting_existed_is_reused(tmp_path):
+    work = FakeWork()
+    Ablation(_cfg(tmp_path), ARMS, seeds=[0], work=work, run_dir=tmp_path / "run").run()
+    [made] = (tmp_path / "run" / "shared" / "seed0").glob("cold_start-*")
+    settings = json.loads((made / "settings.json").read_text())
+    del settings["center_opener_advantage"]  # as a cold start made before the setting existed records it
+    (made / "settings.json").write_text(json.dumps(settings))
+    old = made.with_name("cold_start-0ld0ld00")  # and its key, which hashed the settings of the time
+    made.rename(old)
+    done = json.loads((old / "done.json").read_text())
+    (old / "done.json").write_text(json.dumps({**done, "model": str(old / "checkpoints" / "cold_start")}))
+    more = {**ARMS, "cem": {"rewards": ["cem"]}}
+    Ablation(_cfg(tmp_path), more, seeds=[0], work=work, run_dir=tmp_path / "run").run()
+    assert len(work.cold_starts) == 1 and work.runs[-1][2].endswith("cold_start-0ld0ld00/checkpoints/cold_start")
+    other = {"sft": {"rewards": ["em"], "sft_examples": 8}}  # a cold-start setting that differs: made anew
+    Ablation(_cfg(tmp_path), other, seeds=[0], work=work, run_dir=tmp_path / "run").run()
+    assert len(work.cold_starts) == 2
 
 
 def test_reports_of_a_fake_ablation(tmp_path):

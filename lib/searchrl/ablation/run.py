@@ -13,6 +13,7 @@ arm. A notebook is a parameters cell and::
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -152,6 +153,11 @@ class Ablation:
         """The shared cold start of `cfg` and `seed`: made once, by the first arm that needs it."""
         folder = layout.cold_start_folder(self.run_dir, seed, cold_start_key(cfg))
         done = layout.read_done(folder)
+        if done is None:
+            # Its key hashes every cold-start setting, so a setting added to the schema since changes it; a finished
+            # cold start whose recorded settings, with that setting at its default, equal these ones is the same.
+            folder = _same_finished_cold_start(folder, cold_start_settings(cfg)) or folder
+            done = layout.read_done(folder)
         if done is not None:
             return Path(done["model"]) if done.get("model") else None
         folder.mkdir(parents=True, exist_ok=True)
@@ -204,6 +210,22 @@ class Ablation:
 
 def _comparable(params: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if k not in _BOOKKEEPING}
+
+
+def _same_finished_cold_start(folder: Path, settings: Mapping[str, Any]) -> Path | None:
+    """A finished sibling of cold-start `folder` made with `settings` (absent ones read as their defaults)."""
+    from searchrl.rundir import read_json
+
+    defaults = RunConfig.defaults()
+    wanted = json.dumps(settings, sort_keys=True, default=str)
+    for sibling in sorted(folder.parent.glob("cold_start-*")):
+        recorded = read_json(sibling / "settings.json")
+        if not recorded or layout.read_done(sibling) is None:
+            continue
+        filled = {k: recorded.get(k, defaults.get(k)) for k in settings}
+        if set(recorded) <= set(settings) and json.dumps(filled, sort_keys=True, default=str) == wanted:
+            return sibling
+    return None
 
 
 def _recorded_params(folder: Path) -> dict[str, Any] | None:
