@@ -88,6 +88,15 @@ class RolloutConfig:
     than on the others. Measured on the plan-first cold start (outputs/LOG.md, lever Zaa): the choice still shifted
     for every question alike, since that shift comes through the tokens trained after the opener. Not from the
     papers."""
+    opener_anchor: float = 0.0
+    """With two explore_openers: the weight of a loss term that holds the choice between them where the reference
+    (the policy RL started from) had it, on average over each step's questions: weight * (mean over the questions of
+    the shift in log p(opener 1 | q) - log p(opener 0 | q) from the reference)^2. The rewards still move each
+    question's choice against the others (per-question judgement); the shift every question shares (the prior) is
+    pulled back. Costs one forward over the step's prompts with each opener, under the policy and the reference (TRL's
+    reference model when beta > 0, the adapter switched off with PEFT, otherwise a frozen copy of the starting
+    policy). Logged as `search/opener_shift` (before the step's update) and `search/opener_log_odds/<qtype>`. 0: off.
+    Not from the papers."""
 
     def __post_init__(self) -> None:
         raise_problems("RolloutConfig", rollout_problems(self))
@@ -104,7 +113,8 @@ class RolloutConfig:
 # Inclusive lower bounds of the numeric settings.
 _MINIMUMS = {"max_searches": 0, "top_k": 1, "max_turn_tokens": 0, "max_completion_tokens": 1, "max_query_chars": 1,
              "temperature": 0.0, "query_temperature": 0.0, "retriever_timeout_s": 0.0, "retriever_retries": 0,
-             "retriever_backoff_s": 0.0, "retriever_outage_s": 0.0, "forced_searches": 0}
+             "retriever_backoff_s": 0.0, "retriever_outage_s": 0.0, "forced_searches": 0,
+             "opener_anchor": 0.0}
 
 
 def rollout_problems(values: Any) -> list[tuple[str, str]]:
@@ -128,6 +138,12 @@ def rollout_problems(values: Any) -> list[tuple[str, str]]:
         message = ("center_opener_advantage centres the advantages of explore_openers' tokens; give explore_openers "
                    "(e.g. [\"<think> This needs one\", \"<think> This needs two\"]) or leave it off")
         problems.append(("center_opener_advantage", message))
+    anchor = values.opener_anchor
+    if isinstance(anchor, (int, float)) and anchor > 0 and not (
+            isinstance(openers, (list, tuple)) and len(openers) == 2 and all(openers)):
+        message = ("opener_anchor holds the choice between two explore_openers; give exactly two non-empty ones "
+                   f"(e.g. [\"<think> This needs one\", \"<think> This needs two\"]), got {openers!r}")
+        problems.append(("opener_anchor", message))
     if isinstance(openers, (list, tuple)):
         if not all(isinstance(o, str) for o in openers):
             problems.append(("explore_openers", f"explore_openers must be a list of strings, got {openers!r}"))

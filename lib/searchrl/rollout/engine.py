@@ -113,6 +113,11 @@ class SearchRollout:
         self._opener_ids = [self._encode_opener(o) if o else [] for o in self.config.explore_openers] if explore else []
 
     @property
+    def opener_ids(self) -> list[list[int]]:
+        """The tokens of each of explore_openers, as put at the start of a completion ([] for "")."""
+        return [list(ids) for ids in self._opener_ids]
+
+    @property
     def opener_lengths(self) -> list[int]:
         """The token count of each of explore_openers, as put at the start of a completion (0 for "")."""
         return [len(ids) for ids in self._opener_ids]

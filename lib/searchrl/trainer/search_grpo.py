@@ -53,6 +53,7 @@ from searchrl.trainer.memorization import (
     split_round_robin,
 )
 from searchrl.trainer.opener_advantage import centered_opener_advantages
+from searchrl.trainer.opener_anchor import OpenerAnchor
 from searchrl.trainer.prompt_selection import (
     PROMPT_SELECTIONS,
     InformativeSampler,
@@ -235,6 +236,27 @@ class SearchGRPOTrainer(GRPOTrainer):
         if args.memorization.memorization_on:
             self.memorizer = Memorizer(args.memorization, protocol, self.processing_class, self._rewrite)
             self._rewriter = None
+        self.opener_anchor: OpenerAnchor | None = None
+        if args.rollout.opener_anchor > 0:
+            self.opener_anchor = OpenerAnchor(args.rollout.opener_anchor, self.engine.opener_ids,
+                                              self.processing_class.pad_token_id, self._opener_reference(),
+                                              self.accelerator.autocast)
+
+    def _opener_reference(self):
+        """What rollout.opener_anchor measures from, as a callable giving a context that yields the model: TRL's
+        reference model (beta > 0), else the PEFT base with the adapter off, else a frozen copy taken before any
+        update."""
+        policy = self.accelerator.unwrap_model(self.model)
+        if self.ref_model is not None:
+            return lambda: contextlib.nullcontext(self.ref_model)
+        if hasattr(policy, "disable_adapter"):
+            @contextlib.contextmanager
+            def adapter_off():
+                with policy.disable_adapter():
+                    yield policy
+            return adapter_off
+        frozen = copy.deepcopy(policy).eval().requires_grad_(False)
+        return lambda: contextlib.nullcontext(frozen)
 
     def _get_train_sampler(self, dataset=None):
         # Override only for prompt_selection "informative" and "stratified": TRL's RepeatSampler shuffles all
@@ -357,6 +379,10 @@ class SearchGRPOTrainer(GRPOTrainer):
         # built them, and dynamic sampling needs to generate again within one step. The memorization loss rewrites
         # the step's correct searched rollouts here, once they are scored.
         output, rewards = self._scored_batch(inputs)
+        if self.opener_anchor is not None and self.model.training:
+            # The step's scheduled questions (a fixed type mix under stratified selection), not the refills.
+            self.opener_anchor.record(self._prompt_ids([row["prompt"] for row in inputs]),
+                                      [str(row.get("qtype", "unknown")) for row in inputs])
         if self.args.dynamic_sampling and self.model.training:
             # TRL's "reward" averages every batch scored in the step, and dynamic sampling's extra draws are random
             # questions: this is the reward of the step's scheduled questions alone (stratified: the same type mix
@@ -453,6 +479,13 @@ class SearchGRPOTrainer(GRPOTrainer):
         # Override: TRL's loss covers only the sampled rollouts of the batch; eq. 9 adds an NLL on sequences that
         # were never sampled (the rewrites), in the same optimizer step, which no GRPOConfig option can express.
         loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        if self.opener_anchor is not None and self.model.training:
+            # Also an addition: a term over the step's prompts with each opener, not over the sampled rollouts.
+            taken = self.opener_anchor.take(model)
+            if taken is not None:
+                loss = loss + taken[0]
+                for name, value in taken[1].items():
+                    self._metrics["train"][name].append(value)
         if self.memorizer is None or not self.model.training or not self._memorization_chunks:
             return loss
         chunk = self._memorization_chunks[self._step % len(self._memorization_chunks)]

@@ -1,0 +1,121 @@
+"""The explore openers' shared prior held where the reference had it (`rollout.opener_anchor`).
+
+With two explore openers ("<think> This needs one" / "... two"), a policy's choice on question q is the log-odds
+log p(opener 1 | q) - log p(opener 0 | q). RL moves two things in it: how the questions differ (per-question
+judgement, which is what training is for) and a shift shared by every question (the prior). In the CPU runs the
+shared shift moved by -4 to +8 logits in 15 steps while the differences grew by under 1, and the shift alone decided
+whether the greedy plan followed the question (outputs/LOG.md, the decision-point table of 11-28).
+
+The anchor adds weight * (mean over the step's questions of [log-odds now - log-odds of the reference])^2 to the
+loss. Its gradient moves every question's log-odds by the same amount toward the reference's mean, and leaves their
+differences to the rewards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+
+import torch
+from transformers import DynamicCache
+
+from searchrl.rollout.kv_batch import cache_keyword, peft_base
+
+
+def opener_log_odds(model, prompts: Sequence[Sequence[int]], openers: Sequence[Sequence[int]], pad_id: int,
+                    ) -> torch.Tensor:
+    """log p(openers[1] | prompt) - log p(openers[0] | prompt) for each prompt.
+
+    Per prompt, all but its last token run once without gradients (keys and values cached), and the last token with
+    each opener runs against that cache, with gradients: the two rows, right-padded to the longer opener. So the
+    value is exact, and the gradient is that of the opener positions alone (the prompt's own activations held
+    fixed): a full backward through a 200-token prompt cost 12 s a question on one CPU thread, this about 0.1 s.
+    Eval mode throughout (no dropout in these models, and gradient checkpointing would drop the cache). Tokens the
+    openers share at their start see the same context in both rows and cancel in the difference.
+    """
+    if len(openers) != 2 or not all(openers):
+        raise ValueError(f"opener_log_odds compares two non-empty openers, got {len(openers)}")
+    device = next(model.parameters()).device
+    longest = max(len(o) for o in openers)
+    keyword = cache_keyword(model)
+    was_training = model.training
+    model.eval()
+    try:
+        odds = []
+        for prompt in prompts:
+            cache = DynamicCache(config=peft_base(model).config)
+            with torch.no_grad():
+                prefix = torch.tensor([list(prompt[:-1])], device=device)
+                model(input_ids=prefix, use_cache=True, logits_to_keep=1, **{keyword: cache})
+            for layer in cache.layers:  # one prefix for both rows: a broadcast view
+                layer.keys = layer.keys.expand(2, -1, -1, -1)
+                layer.values = layer.values.expand(2, -1, -1, -1)
+            ids = torch.full((2, 1 + longest), pad_id, dtype=torch.long, device=device)
+            mask = torch.zeros((2, len(prompt) + longest), dtype=torch.long, device=device)
+            for row, opener in enumerate(openers):
+                ids[row, : 1 + len(opener)] = torch.tensor([prompt[-1], *opener], device=device)
+                mask[row, : len(prompt) + len(opener)] = 1
+            logits = model(input_ids=ids, attention_mask=mask, **{keyword: cache}).logits
+            logps = torch.log_softmax(logits[:, :-1].float(), dim=-1)  # column j predicts opener token j
+            totals = [logps[row, : len(o)].gather(1, torch.tensor(o, device=device).unsqueeze(1)).sum()
+                      for row, o in enumerate(openers)]
+            odds.append(totals[1] - totals[0])
+    finally:
+        model.train(was_training)
+    return torch.stack(odds)
+
+
+def anchor_penalty(log_odds: torch.Tensor, reference: torch.Tensor, weight: float) -> tuple[torch.Tensor, float]:
+    """weight * (mean shift of the log-odds from the reference)^2, and that mean shift (for the logs)."""
+    if log_odds.shape != reference.shape or log_odds.numel() == 0:
+        raise ValueError(f"anchor_penalty: log-odds {tuple(log_odds.shape)} against reference "
+                         f"{tuple(reference.shape)}; both must be the same non-empty shape")
+    shift = (log_odds - reference.to(log_odds)).mean()
+    return weight * shift.pow(2), shift.item()
+
+
+class OpenerAnchor:
+    """The anchor's state in a trainer: the step's questions with their reference log-odds, then the loss term.
+
+    `reference` is a callable that returns a context manager yielding the reference model (the trainer's choice);
+    `autocast` one that returns the training forward's autocast context.
+    """
+
+    def __init__(self, weight: float, openers: Sequence[Sequence[int]], pad_id: int,
+                 reference: Callable[[], AbstractContextManager], autocast: Callable[[], AbstractContextManager]):
+        self.weight, self.openers, self.pad_id = float(weight), [list(o) for o in openers], pad_id
+        self.reference, self.autocast = reference, autocast
+        self.prompts: list[tuple[int, ...]] = []
+        self.qtypes: list[str] = []
+        self.reference_odds: list[float] = []
+
+    def record(self, prompts: Sequence[Sequence[int]], qtypes: Sequence[str]) -> None:
+        """Add a scored batch's questions (each once) and their reference log-odds, until the next loss takes them."""
+        seen = set(self.prompts)
+        new = [(tuple(p), q) for p, q in zip(prompts, qtypes) if tuple(p) not in seen and not seen.add(tuple(p))]
+        if not new:
+            return
+        with torch.no_grad(), self.reference() as model, self.autocast():
+            odds = opener_log_odds(model, [p for p, _ in new], self.openers, self.pad_id)
+        self.prompts += [p for p, _ in new]
+        self.qtypes += [q for _, q in new]
+        self.reference_odds += odds.float().tolist()
+
+    def take(self, model) -> tuple[torch.Tensor, dict[str, float]] | None:
+        """The loss term for the questions recorded since the last call (None when there are none) and its metrics:
+        `search/opener_shift` and `search/opener_log_odds/<qtype>` (the policy's log-odds before this update)."""
+        if not self.prompts:
+            return None
+        with self.autocast():
+            odds = opener_log_odds(model, self.prompts, self.openers, self.pad_id)
+        penalty, shift = anchor_penalty(odds, torch.tensor(self.reference_odds), self.weight)
+        metrics = {"search/opener_shift": shift}
+        values = odds.detach().float().tolist()
+        for qtype in sorted(set(self.qtypes)):
+            mine = [v for v, q in zip(values, self.qtypes) if q == qtype]
+            metrics[f"search/opener_log_odds/{qtype}"] = sum(mine) / len(mine)
+        self.prompts, self.qtypes, self.reference_odds = [], [], []
+        return penalty, metrics
+
+
+__all__ = ["OpenerAnchor", "anchor_penalty", "opener_log_odds"]
