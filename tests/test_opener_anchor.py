@@ -50,11 +50,11 @@ def test_the_penalty_pulls_back_the_shared_shift_and_keeps_the_differences(tiny_
         ref = opener_log_odds(reference, prompts, openers, pad)
         assert anchor_penalty(opener_log_odds(policy, prompts, openers, pad), ref, 1.0)[1] == pytest.approx(0, abs=1e-5)
         differing = next(b for a, b in zip(*openers) if a != b)  # the token where "two" departs from "one"
-        policy.get_output_embeddings().weight[differing] *= 1.5  # its logit moves on every question
+        policy.get_output_embeddings().weight[differing] *= 3.0  # its logit moves on every question
     shifted = opener_log_odds(policy, prompts, openers, pad).detach()
     _, before = anchor_penalty(shifted, ref, 1.0)
     assert abs(before) > 0.05  # the perturbation moved every question's choice
-    optimizer = torch.optim.SGD(policy.parameters(), lr=1e-3)
+    optimizer = torch.optim.SGD(policy.parameters(), lr=1e-2)
     for _ in range(20):
         optimizer.zero_grad()
         penalty, _ = anchor_penalty(opener_log_odds(policy, prompts, openers, pad), ref, 1.0)
@@ -92,14 +92,16 @@ def test_the_trainer_adds_the_anchor_once_per_step_and_logs_the_shift(tmp_path, 
     assert len(trainer.opener_anchor.prompts) == 2  # each question once, with its reference log-odds
     trainer.current_gradient_accumulation_steps = 1  # set by Trainer.train(); we call the loss directly
     anchor = trainer.opener_anchor
-    assert anchor.take(trainer.model)[1]["search/opener_shift"] == pytest.approx(0.0, abs=1e-4)  # still the reference
+    assert anchor.take(trainer.model)[1]["search/opener_rate_shift"] == pytest.approx(0.0, abs=1e-5)  # the reference
     batch = trainer._generate_and_score_completions([dict(data[0])] * 4 + [dict(data[1])] * 4)
-    anchor.reference_odds = [v - 1.0 for v in anchor.reference_odds]  # as if the policy had moved up by one logit
+    reference = torch.tensor(anchor.reference_odds)
+    anchor.reference_odds = (reference - 1.0).tolist()  # as if the policy had moved up by one logit
+    expected = (torch.sigmoid(reference).mean() - torch.sigmoid(reference - 1.0).mean()).item()
     with_anchor = trainer.compute_loss(trainer.model, batch)
     metrics = trainer._metrics["train"]
-    assert metrics["search/opener_shift"][-1] == pytest.approx(1.0, abs=1e-4)
+    assert metrics["search/opener_rate_shift"][-1] == pytest.approx(expected, abs=1e-5) and expected > 0.1
     assert {k for k in metrics if k.startswith("search/opener_log_odds/")} == {
         "search/opener_log_odds/bridge", "search/opener_log_odds/single_hop"}
     assert not trainer.opener_anchor.prompts  # taken: the next micro-batch of this step adds nothing
     without = trainer.compute_loss(trainer.model, batch)
-    assert with_anchor.item() - without.item() == pytest.approx(2.0 * 1.0**2, abs=1e-4)  # weight * shift^2
+    assert with_anchor.item() - without.item() == pytest.approx(2.0 * expected**2, abs=1e-5)  # weight * shift^2

@@ -89,14 +89,14 @@ class RolloutConfig:
     for every question alike, since that shift comes through the tokens trained after the opener. Not from the
     papers."""
     opener_anchor: float = 0.0
-    """With two explore_openers: the weight of a loss term that holds the choice between them where the reference
-    (the policy RL started from) had it, on average over each step's questions: weight * (mean over the questions of
-    the shift in log p(opener 1 | q) - log p(opener 0 | q) from the reference)^2. The rewards still move each
-    question's choice against the others (per-question judgement); the shift every question shares (the prior) is
-    pulled back. Costs one forward over the step's prompts with each opener, under the policy and the reference (TRL's
-    reference model when beta > 0, the adapter switched off with PEFT, otherwise a frozen copy of the starting
-    policy). Logged as `search/opener_shift` (before the step's update) and `search/opener_log_odds/<qtype>`. 0: off.
-    Not from the papers."""
+    """With two explore_openers: the weight of a loss term that holds how often the policy picks the second over the
+    step's questions (the mean of p(opener 1) / (p(opener 0) + p(opener 1))) at the rate the reference had on the same
+    questions: weight * (rate now - reference rate)^2. The rewards still move each question's choice against the
+    others (per-question judgement); the shift every question shares (the prior) is pulled back. Costs a forward
+    over the step's prompts with each opener under the policy and the reference (TRL's reference model when
+    beta > 0, the adapter switched off with PEFT, otherwise a frozen copy of the starting policy), and a backward
+    through the openers' positions. Logged as `search/opener_rate_shift` (before the step's update) and
+    `search/opener_log_odds/<qtype>`. 0: off. Not from the papers."""
 
     def __post_init__(self) -> None:
         raise_problems("RolloutConfig", rollout_problems(self))

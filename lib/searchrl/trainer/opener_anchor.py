@@ -6,9 +6,11 @@ judgement, which is what training is for) and a shift shared by every question (
 shared shift moved by -4 to +8 logits in 15 steps while the differences grew by under 1, and the shift alone decided
 whether the greedy plan followed the question (outputs/LOG.md, the decision-point table of 11-28).
 
-The anchor adds weight * (mean over the step's questions of [log-odds now - log-odds of the reference])^2 to the
-loss. Its gradient moves every question's log-odds by the same amount toward the reference's mean, and leaves their
-differences to the rewards.
+The anchor holds the prior as a rate: how often the policy picks opener 1 over the step's questions, the mean of
+sigmoid(log-odds). It adds weight * (that rate now - the reference's rate on the same questions)^2 to the loss. A rate
+rather than a mean log-odds, because a question the policy has settled (inference: log-odds +4 to +16, rising under
+RL) would otherwise pull every undecided question the other way; in the rate, settled questions barely count and
+the ones near the boundary, whose greedy choice the prior decides, count most.
 """
 
 from __future__ import annotations
@@ -66,11 +68,12 @@ def opener_log_odds(model, prompts: Sequence[Sequence[int]], openers: Sequence[S
 
 
 def anchor_penalty(log_odds: torch.Tensor, reference: torch.Tensor, weight: float) -> tuple[torch.Tensor, float]:
-    """weight * (mean shift of the log-odds from the reference)^2, and that mean shift (for the logs)."""
+    """weight * (rate now - reference rate)^2, the rate being the mean of sigmoid(log-odds) over the questions, and
+    that difference (for the logs)."""
     if log_odds.shape != reference.shape or log_odds.numel() == 0:
         raise ValueError(f"anchor_penalty: log-odds {tuple(log_odds.shape)} against reference "
                          f"{tuple(reference.shape)}; both must be the same non-empty shape")
-    shift = (log_odds - reference.to(log_odds)).mean()
+    shift = torch.sigmoid(log_odds).mean() - torch.sigmoid(reference.to(log_odds)).mean()
     return weight * shift.pow(2), shift.item()
 
 
@@ -103,13 +106,13 @@ class OpenerAnchor:
 
     def take(self, model) -> tuple[torch.Tensor, dict[str, float]] | None:
         """The loss term for the questions recorded since the last call (None when there are none) and its metrics:
-        `search/opener_shift` and `search/opener_log_odds/<qtype>` (the policy's log-odds before this update)."""
+        `search/opener_rate_shift` and `search/opener_log_odds/<qtype>` (the policy's, before this update)."""
         if not self.prompts:
             return None
         with self.autocast():
             odds = opener_log_odds(model, self.prompts, self.openers, self.pad_id)
         penalty, shift = anchor_penalty(odds, torch.tensor(self.reference_odds), self.weight)
-        metrics = {"search/opener_shift": shift}
+        metrics = {"search/opener_rate_shift": shift}
         values = odds.detach().float().tolist()
         for qtype in sorted(set(self.qtypes)):
             mine = [v for v, q in zip(values, self.qtypes) if q == qtype]
