@@ -103,5 +103,9 @@ def test_the_trainer_adds_the_anchor_once_per_step_and_logs_the_shift(tmp_path, 
     assert {k for k in metrics if k.startswith("search/opener_log_odds/")} == {
         "search/opener_log_odds/bridge", "search/opener_log_odds/single_hop"}
     assert not trainer.opener_anchor.prompts  # taken: the next micro-batch of this step adds nothing
+    with torch.no_grad():  # the policy moves; the reference (a frozen copy: beta is 0, no PEFT) must not
+        trainer.model.get_output_embeddings().weight.mul_(3.0)
+    anchor.record([_ids(tokenizer, "Who founded Entity7?")], ["bridge"])
+    assert abs(anchor.take(trainer.model)[1]["search/opener_rate_shift"]) > 1e-3
     without = trainer.compute_loss(trainer.model, batch)
     assert with_anchor.item() - without.item() == pytest.approx(2.0 * expected**2, abs=1e-5)  # weight * shift^2

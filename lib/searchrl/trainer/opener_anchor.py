@@ -32,23 +32,26 @@ def opener_log_odds(model, prompts: Sequence[Sequence[int]], openers: Sequence[S
     each opener runs against that cache, with gradients: the two rows, right-padded to the longer opener. So the
     value is exact, and the gradient is that of the opener positions alone (the prompt's own activations held
     fixed): a full backward through a 200-token prompt cost 12 s a question on one CPU thread, this about 0.1 s.
-    Eval mode throughout (no dropout in these models, and gradient checkpointing would drop the cache). Tokens the
-    openers share at their start see the same context in both rows and cancel in the difference.
+    Eval mode throughout (no dropout in these models, and gradient checkpointing would drop the cache). The decoder
+    stack and the LM head are called directly: TRL patches the model's own `forward` with a wrapper that, on a deep
+    copy (the reference), still runs the original's weights. Tokens the openers share at their start see the same
+    context in both rows and cancel in the difference.
     """
     if len(openers) != 2 or not all(openers):
         raise ValueError(f"opener_log_odds compares two non-empty openers, got {len(openers)}")
     device = next(model.parameters()).device
     longest = max(len(o) for o in openers)
-    keyword = cache_keyword(model)
+    base = peft_base(model)
+    backbone, head, keyword = base.base_model, base.get_output_embeddings(), cache_keyword(model)
     was_training = model.training
     model.eval()
     try:
         odds = []
         for prompt in prompts:
-            cache = DynamicCache(config=peft_base(model).config)
+            cache = DynamicCache(config=base.config)
             with torch.no_grad():
                 prefix = torch.tensor([list(prompt[:-1])], device=device)
-                model(input_ids=prefix, use_cache=True, logits_to_keep=1, **{keyword: cache})
+                backbone(input_ids=prefix, use_cache=True, **{keyword: cache})
             for layer in cache.layers:  # one prefix for both rows: a broadcast view
                 layer.keys = layer.keys.expand(2, -1, -1, -1)
                 layer.values = layer.values.expand(2, -1, -1, -1)
@@ -57,8 +60,8 @@ def opener_log_odds(model, prompts: Sequence[Sequence[int]], openers: Sequence[S
             for row, opener in enumerate(openers):
                 ids[row, : 1 + len(opener)] = torch.tensor([prompt[-1], *opener], device=device)
                 mask[row, : len(prompt) + len(opener)] = 1
-            logits = model(input_ids=ids, attention_mask=mask, **{keyword: cache}).logits
-            logps = torch.log_softmax(logits[:, :-1].float(), dim=-1)  # column j predicts opener token j
+            hidden = backbone(input_ids=ids, attention_mask=mask, use_cache=True, **{keyword: cache}).last_hidden_state
+            logps = torch.log_softmax(head(hidden[:, :-1]).float(), dim=-1)  # column j predicts opener token j
             totals = [logps[row, : len(o)].gather(1, torch.tensor(o, device=device).unsqueeze(1)).sum()
                       for row, o in enumerate(openers)]
             odds.append(totals[1] - totals[0])
