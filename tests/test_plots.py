@@ -11,6 +11,7 @@ from searchrl.plots import (
     RAW_ALPHA,
     ema,
     eval_bars,
+    opener_choice_curves,
     opener_payoff_curves,
     per_type_bars,
     search_advantage_curves,
@@ -197,6 +198,19 @@ def test_opener_payoff_curves_label_each_line_with_its_opener() -> None:
     assert [line.get_label() for line in smoothed] == ["'one fact'", "'two facts'", "(free)"]
     assert smoothed[0].get_xdata().tolist() == [1] and smoothed[1].get_ydata().tolist() == [1.0, 0.5]
     assert opener_payoff_curves(history[["step"]], ["one fact"]) is None
+
+
+def test_opener_choice_curves_draw_one_line_per_type_around_the_greedy_boundary() -> None:
+    history = pd.DataFrame({"step": [1, 2, 3], "search/opener_log_odds/single_hop": [-0.1, -1.4, np.nan],
+                            "search/opener_log_odds/bridge": [1.2, 0.8, -0.6], "reward": [0.0, 0.1, 0.2]})
+    fig = opener_choice_curves(history, ["<think> needs one", "<think> needs two"])
+    (ax,) = fig.axes
+    labelled = [line for line in ax.get_lines() if not line.get_label().startswith("_")]
+    assert [line.get_label() for line in labelled] == ["bridge", "single_hop"]
+    assert labelled[1].get_xdata().tolist() == [1, 2] and labelled[0].get_ydata().tolist() == [1.2, 0.8, -0.6]
+    assert any(list(line.get_ydata()) == [0.0, 0.0] for line in ax.get_lines())  # the boundary
+    assert "'<think> needs two'" in ax.get_title()
+    assert opener_choice_curves(history[["step", "reward"]], ["a", "b"]) is None
 
 
 def test_search_advantage_curves_draw_a_running_mean_per_type_and_count() -> None:

@@ -477,7 +477,13 @@ class Experiment:
     # ---- reporting --------------------------------------------------------------------------------------------
 
     def curves(self):
-        from searchrl.plots import opener_payoff_curves, search_advantage_curves, search_payoff_curves, training_curves
+        from searchrl.plots import (
+            opener_choice_curves,
+            opener_payoff_curves,
+            search_advantage_curves,
+            search_payoff_curves,
+            training_curves,
+        )
         from searchrl.trainer.probe import PROBE_METRICS
 
         frame = self.history.to_frame()
@@ -508,6 +514,9 @@ class Experiment:
         openers = opener_payoff_curves(frame, self.cfg.explore_openers)
         if openers is not None:  # which choice the explore openers write pays (explore_openers)
             save_figure(openers, self.run_dir / "figures" / "opener_payoff.png")
+        choice = opener_choice_curves(frame, self.cfg.explore_openers)
+        if choice is not None:  # how the choice between the openers moved, per type (opener_anchor)
+            save_figure(choice, self.run_dir / "figures" / "opener_choice.png")
         by_type = search_advantage_curves(frame)
         if by_type is not None:  # ... and on which question types (GRPO's push, within groups)
             save_figure(by_type, self.run_dir / "figures" / "search_advantage_by_type.png")

@@ -156,6 +156,24 @@ def opener_payoff_curves(history: pd.DataFrame, openers: Sequence[str], step_col
                          "mean reward of rollouts, by explore opener", step_col, smooth)
 
 
+CHOICE_PREFIX = "search/opener_log_odds/"  # search/opener_log_odds/<qtype>, per step (rollout.opener_anchor)
+
+
+def opener_choice_curves(history: pd.DataFrame, openers: Sequence[str], step_col: str = "step",
+                         smooth: float = 0.0) -> ReportFigure | None:
+    """Per question type, the policy's mean log-odds of the second explore opener over the first on the step's
+    questions, before each update (logged with `opener_anchor`). Above the zero line the greedy choice is the
+    second opener: lines that move together are the shared prior, lines that move apart are per-question
+    judgement. None when the history has no such columns."""
+    columns = sorted(c for c in history.columns if c.startswith(CHOICE_PREFIX) and history[c].notna().any())
+    second = repr(openers[1]) if len(openers) > 1 else "the second opener"
+    fig = _reward_lines(history, columns, [c[len(CHOICE_PREFIX):] for c in columns],
+                        f"log-odds of {second}, by question type", step_col, smooth)
+    if fig is not None:
+        fig.axes[0].axhline(0.0, color="grey", linewidth=0.8)
+    return fig
+
+
 def _reward_lines(history: pd.DataFrame, columns: list[str], labels: list[str], title: str, step_col: str,
                   smooth: float) -> ReportFigure | None:
     """One line per column over steps, raw (faint) and EMA-smoothed, in one panel; None without columns."""
