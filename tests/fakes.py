@@ -103,6 +103,21 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def mini_trainer(tmp_path, policy_path, tokenizer, rows, reward_funcs, **settings):
+    """A SearchGRPOTrainer for one step on the CPU over `rows`, with MiniProtocol and FakeRetriever, in training mode;
+    `settings` add to or override the SearchGRPOConfig fields. Returns the trainer and its prompt dataset."""
+    from searchrl.trainer import SearchGRPOConfig, SearchGRPOTrainer, prompt_dataset
+
+    args = SearchGRPOConfig(**{"output_dir": str(tmp_path), "use_cpu": True, "report_to": "none", "max_steps": 1,
+                               "save_strategy": "no", **settings})
+    protocol = MiniProtocol()
+    data = prompt_dataset(rows, protocol, tokenizer)
+    trainer = SearchGRPOTrainer(model=str(policy_path), reward_funcs=reward_funcs, args=args, train_dataset=data,
+                                retriever=FakeRetriever(), protocol=protocol, processing_class=tokenizer)
+    trainer.model.train()
+    return trainer, data
+
+
 def scripted_trainer(policy_path, tokenizer, args, rows, reward_funcs, generator=None):
     """A SearchGRPOTrainer on `policy_path` with MiniProtocol and FakeRetriever whose rollouts replay `generator`
     (by default the SEARCH_SCRIPTS, once)."""

@@ -8,8 +8,8 @@ from collections import Counter
 import pytest
 import torch
 
-from fakes import FakeRetriever, MiniProtocol
-from searchrl.trainer import SearchGRPOConfig, SearchGRPOTrainer, prompt_dataset
+from fakes import mini_trainer
+from searchrl.trainer import SearchGRPOConfig
 from searchrl.trainer.dynamic_sampling import (
     concat_batches,
     extra_draw_size,
@@ -42,15 +42,9 @@ def dynamic_trainer(tmp_path, policy_path, tokenizer, **settings):
     """A trainer with dynamic sampling on the constant and the varied question (data rows 0 and 1)."""
     rows = [{"id": "c", "question": "Constant question?", "golden_answers": ["x"], "metadata": {}},
             {"id": "v", "question": "Varied question?", "golden_answers": ["y"], "metadata": {}}]
-    protocol = MiniProtocol()
-    args = SearchGRPOConfig(output_dir=str(tmp_path), num_generations=2, max_completion_length=8, use_cpu=True,
-                            report_to="none", max_steps=1, save_strategy="no", dynamic_sampling=True, **settings)
-    assert args.drop_zero_variance  # implied: groups still uninformative after the last draw stay masked
-    data = prompt_dataset(rows, protocol, tokenizer)
-    trainer = SearchGRPOTrainer(model=str(policy_path), reward_funcs=[reward_by_question], args=args,
-                                train_dataset=data, retriever=FakeRetriever(), protocol=protocol,
-                                processing_class=tokenizer)
-    trainer.model.train()
+    trainer, data = mini_trainer(tmp_path, policy_path, tokenizer, rows, [reward_by_question], num_generations=2,
+                                 max_completion_length=8, dynamic_sampling=True, **settings)
+    assert trainer.args.drop_zero_variance  # implied: groups still uninformative after the last draw stay masked
     return trainer, data
 
 
@@ -127,16 +121,9 @@ def test_a_stratified_trainer_refills_a_group_with_its_own_type(tmp_path, tiny_p
     rows = [{"id": "c", "question": "Constant question?", "golden_answers": ["x"], "metadata": {"type": "single_hop"}},
             {"id": "v", "question": "Varied question?", "golden_answers": ["y"], "metadata": {"type": "single_hop"}},
             {"id": "b", "question": "Varied bridge?", "golden_answers": ["z"], "metadata": {"type": "bridge"}}]
-    protocol = MiniProtocol()
-    args = SearchGRPOConfig(output_dir=str(tmp_path), num_generations=2, max_completion_length=8, use_cpu=True,
-                            report_to="none", max_steps=1, save_strategy="no", dynamic_sampling=True,
-                            dynamic_sampling_max_draws=6, prompt_selection="stratified",
-                            per_device_train_batch_size=4)
-    data = prompt_dataset(rows, protocol, tokenizer)
-    trainer = SearchGRPOTrainer(model=str(tiny_policy_path), reward_funcs=[reward_by_question], args=args,
-                                train_dataset=data, retriever=FakeRetriever(), protocol=protocol,
-                                processing_class=tokenizer)
-    trainer.model.train()
+    trainer, data = mini_trainer(tmp_path, tiny_policy_path, tokenizer, rows, [reward_by_question], num_generations=2,
+                                 max_completion_length=8, dynamic_sampling=True, dynamic_sampling_max_draws=6,
+                                 prompt_selection="stratified", per_device_train_batch_size=4)
     scored = []
     score = trainer._scored_batch
     trainer._scored_batch = lambda inputs: scored.append([r["id"] for r in inputs]) or score(inputs)
@@ -152,15 +139,9 @@ def test_refills_that_overshoot_never_grow_the_batch(tmp_path, tiny_policy_path,
     rows = [{"id": "c", "question": "Constant question?", "golden_answers": ["x"], "metadata": {}},
             {"id": "v", "question": "Varied question?", "golden_answers": ["y"], "metadata": {}},
             {"id": "w", "question": "Varied again?", "golden_answers": ["z"], "metadata": {}}]
-    protocol = MiniProtocol()
-    args = SearchGRPOConfig(output_dir=str(tmp_path), num_generations=2, max_completion_length=8, use_cpu=True,
-                            report_to="none", max_steps=1, save_strategy="no", dynamic_sampling=True,
-                            dynamic_sampling_max_draws=2, per_device_train_batch_size=8)
-    data = prompt_dataset(rows, protocol, tokenizer)
-    trainer = SearchGRPOTrainer(model=str(tiny_policy_path), reward_funcs=[reward_by_question], args=args,
-                                train_dataset=data, retriever=FakeRetriever(), protocol=protocol,
-                                processing_class=tokenizer)
-    trainer.model.train()
+    trainer, data = mini_trainer(tmp_path, tiny_policy_path, tokenizer, rows, [reward_by_question], num_generations=2,
+                                 max_completion_length=8, dynamic_sampling=True, dynamic_sampling_max_draws=2,
+                                 per_device_train_batch_size=8)
     # one informative group of four; each whole-batch draw takes all three questions (two informative), so the
     # second draw brings five informative groups for four places: the batch keeps four, with no filler added
     batch = trainer._generate_and_score_completions([dict(data[1])] * 2 + [dict(data[0])] * 6)

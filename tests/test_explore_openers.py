@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 import torch
 
-from fakes import FakeRetriever, MiniProtocol, ScriptedGenerator
+from fakes import FakeRetriever, MiniProtocol, ScriptedGenerator, mini_trainer
 from searchrl.config import ConfigError, RunConfig
 from searchrl.rollout import RolloutConfig, SearchRollout
-from searchrl.trainer import SearchGRPOConfig, SearchGRPOTrainer, prompt_dataset
+from searchrl.trainer import SearchGRPOConfig
 from searchrl.trainer.opener_advantage import centered_opener_advantages
 
 OPENERS = ["<think> one fact", "<think> two facts"]
@@ -84,16 +84,10 @@ def _random_reward(prompts, completions, **kwargs):
 
 def test_the_trainer_trains_the_opener_and_logs_what_each_opener_earned(tmp_path, tiny_policy_path, tokenizer):
     rows = [{"id": "q0", "question": "When was Entity1 founded?", "golden_answers": ["1901"], "metadata": {}}]
-    protocol = MiniProtocol()
-    args = SearchGRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=4,
-                            use_cpu=True, bf16=False, report_to="none", max_steps=1, save_strategy="no",
-                            rollout_log_dir=str(tmp_path / "rollouts"),
-                            rollout=RolloutConfig(max_completion_tokens=24, explore_openers=["", OPENERS[0]]))
-    data = prompt_dataset(rows, protocol, tokenizer)
-    trainer = SearchGRPOTrainer(model=str(tiny_policy_path), reward_funcs=[_random_reward], args=args,
-                                train_dataset=data, retriever=FakeRetriever(), protocol=protocol,
-                                processing_class=tokenizer)
-    trainer.model.train()
+    trainer, data = mini_trainer(tmp_path, tiny_policy_path, tokenizer, rows, [_random_reward],
+                                 per_device_train_batch_size=4, num_generations=4, bf16=False,
+                                 rollout_log_dir=str(tmp_path / "rollouts"),
+                                 rollout=RolloutConfig(max_completion_tokens=24, explore_openers=["", OPENERS[0]]))
     batch = trainer._generate_and_score_completions([dict(data[0])] * 4)
     opener_ids = tokenizer(OPENERS[0], add_special_tokens=False)["input_ids"]
     n = len(opener_ids)
@@ -149,17 +143,11 @@ def test_centring_skips_free_rollouts_and_needs_openers():
 def test_the_trainer_centres_the_opener_tokens_after_the_refills(tmp_path, tiny_policy_path, tokenizer):
     rows = [{"id": f"q{i}", "question": f"When was Entity{i} founded?", "golden_answers": ["1901"], "metadata": {}}
             for i in range(3)]
-    protocol = MiniProtocol()
-    args = SearchGRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=8, num_generations=4,
-                            use_cpu=True, bf16=False, report_to="none", max_steps=1, save_strategy="no",
-                            dynamic_sampling=True, dynamic_sampling_max_draws=8,
-                            rollout=RolloutConfig(max_completion_tokens=24, explore_openers=OPENERS,
-                                                  center_opener_advantage=True))
-    data = prompt_dataset(rows, protocol, tokenizer)
-    trainer = SearchGRPOTrainer(model=str(tiny_policy_path), reward_funcs=[_flat_on_entity0], args=args,
-                                train_dataset=data, retriever=FakeRetriever(), protocol=protocol,
-                                processing_class=tokenizer)
-    trainer.model.train()
+    trainer, data = mini_trainer(tmp_path, tiny_policy_path, tokenizer, rows, [_flat_on_entity0],
+                                 per_device_train_batch_size=8, num_generations=4, bf16=False,
+                                 dynamic_sampling=True, dynamic_sampling_max_draws=8,
+                                 rollout=RolloutConfig(max_completion_tokens=24, explore_openers=OPENERS,
+                                                       center_opener_advantage=True))
     batch = trainer._generate_and_score_completions([dict(data[0])] * 4 + [dict(data[1])] * 4)
     assert "opener_index" not in batch  # TRL's loss sees its own keys only
     advantages = batch["advantages"]

@@ -7,10 +7,9 @@ import copy
 import pytest
 import torch
 
-from fakes import FakeRetriever, MiniProtocol
+from fakes import mini_trainer
 from searchrl.config import ConfigError, RunConfig
 from searchrl.rollout import RolloutConfig
-from searchrl.trainer import SearchGRPOConfig, SearchGRPOTrainer, prompt_dataset
 from searchrl.trainer.opener_anchor import OpenerAnchor, anchor_penalty, opener_log_odds
 
 OPENERS = ["<think> one fact", "<think> two facts"]
@@ -78,16 +77,11 @@ def test_opener_anchor_needs_two_openers():
 def test_the_trainer_adds_the_anchor_once_per_step_and_logs_the_shift(tmp_path, tiny_policy_path, tokenizer):
     rows = [{"id": f"q{i}", "question": f"When was Entity{i} founded?", "golden_answers": ["1901"],
              "metadata": {"type": "single_hop" if i else "bridge"}} for i in range(2)]
-    protocol = MiniProtocol()
-    args = SearchGRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=8, num_generations=4,
-                            use_cpu=True, bf16=False, report_to="none", max_steps=1, save_strategy="no",
-                            rollout=RolloutConfig(max_completion_tokens=24, explore_openers=OPENERS,
-                                                  opener_anchor=2.0))
-    data = prompt_dataset(rows, protocol, tokenizer)
-    trainer = SearchGRPOTrainer(model=str(tiny_policy_path), reward_funcs=["em"], args=args, train_dataset=data,
-                                retriever=FakeRetriever(), protocol=protocol, processing_class=tokenizer)
+    trainer, data = mini_trainer(tmp_path, tiny_policy_path, tokenizer, rows, ["em"], per_device_train_batch_size=8,
+                                 num_generations=4, bf16=False,
+                                 rollout=RolloutConfig(max_completion_tokens=24, explore_openers=OPENERS,
+                                                       opener_anchor=2.0))
     assert isinstance(trainer.opener_anchor, OpenerAnchor)
-    trainer.model.train()
     batch = trainer._generate_and_score_completions([dict(data[0])] * 4 + [dict(data[1])] * 4)
     assert len(trainer.opener_anchor.prompts) == 2  # each question once, with its reference log-odds
     trainer.current_gradient_accumulation_steps = 1  # set by Trainer.train(); we call the loss directly
