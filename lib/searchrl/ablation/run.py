@@ -121,8 +121,7 @@ class Ablation:
             now = _comparable(cfg.to_dict())
             # A setting added to the schema since the arm started is absent from its record; at its default it
             # changes nothing, so only a non-default value counts as a change.
-            defaults = RunConfig.defaults()
-            was = {k: recorded.get(k, defaults.get(k)) for k in set(now) | set(recorded)}
+            was = _with_defaults(recorded, set(now) | set(recorded))
             changed = sorted(k for k in was if now.get(k) != was[k])
             if changed:
                 detail = ", ".join(f"{k}: {was[k]!r} -> {now.get(k)!r}" for k in changed[:6])
@@ -212,17 +211,22 @@ def _comparable(params: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if k not in _BOOKKEEPING}
 
 
+def _with_defaults(recorded: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
+    """`recorded`'s value of each of `keys`, the schema's default where the record predates the setting."""
+    defaults = RunConfig.defaults()
+    return {k: recorded.get(k, defaults.get(k)) for k in keys}
+
+
 def _same_finished_cold_start(folder: Path, settings: Mapping[str, Any]) -> Path | None:
     """A finished sibling of cold-start `folder` made with `settings` (absent ones read as their defaults)."""
     from searchrl.rundir import read_json
 
-    defaults = RunConfig.defaults()
     wanted = json.dumps(settings, sort_keys=True, default=str)
     for sibling in sorted(folder.parent.glob("cold_start-*")):
         recorded = read_json(sibling / "settings.json")
         if not recorded or layout.read_done(sibling) is None:
             continue
-        filled = {k: recorded.get(k, defaults.get(k)) for k in settings}
+        filled = _with_defaults(recorded, settings)
         if set(recorded) <= set(settings) and json.dumps(filled, sort_keys=True, default=str) == wanted:
             return sibling
     return None

@@ -97,14 +97,16 @@ class OpenerAnchor:
 
     def record(self, prompts: Sequence[Sequence[int]], qtypes: Sequence[str]) -> None:
         """Add a scored batch's questions (each once) and their reference log-odds, until the next loss takes them."""
-        seen = set(self.prompts)
-        new = [(tuple(p), q) for p, q in zip(prompts, qtypes) if tuple(p) not in seen and not seen.add(tuple(p))]
+        new: dict[tuple[int, ...], str] = {}  # a group's rows share one prompt: each prompt once, in order
+        for prompt, qtype in zip(prompts, qtypes):
+            if tuple(prompt) not in self.prompts:
+                new.setdefault(tuple(prompt), qtype)
         if not new:
             return
         with torch.no_grad(), self.reference() as model, self.autocast():
-            odds = opener_log_odds(model, [p for p, _ in new], self.openers, self.pad_id)
-        self.prompts += [p for p, _ in new]
-        self.qtypes += [q for _, q in new]
+            odds = opener_log_odds(model, list(new), self.openers, self.pad_id)
+        self.prompts += list(new)
+        self.qtypes += list(new.values())
         self.reference_odds += odds.float().tolist()
 
     def take(self, model) -> tuple[torch.Tensor, dict[str, float]] | None:
