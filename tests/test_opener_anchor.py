@@ -103,3 +103,19 @@ def test_the_trainer_adds_the_anchor_once_per_step_and_logs_the_shift(tmp_path, 
     assert abs(anchor.take(trainer.model)[1]["search/opener_rate_shift"]) > 1e-3
     without = trainer.compute_loss(trainer.model, batch)
     assert with_anchor.item() - without.item() == pytest.approx(2.0 * expected**2, abs=1e-5)  # weight * shift^2
+
+
+def test_settings_built_for_one_process_are_refused_in_several(tmp_path):
+    from searchrl.trainer.search_grpo import SearchGRPOConfig, refuse_one_process_settings
+
+    def config(**settings):
+        return SearchGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to="none", **settings)
+
+    anchored = config(rollout=RolloutConfig(explore_openers=OPENERS, opener_anchor=1.0), num_generations=4,
+                      per_device_train_batch_size=4)
+    refuse_one_process_settings(anchored, 1)
+    with pytest.raises(ValueError, match="opener_anchor .* 2 processes"):
+        refuse_one_process_settings(anchored, 2)
+    with pytest.raises(ValueError, match="dynamic_sampling .* 2 processes"):
+        refuse_one_process_settings(config(dynamic_sampling=True), 2)
+    refuse_one_process_settings(config(), 2)

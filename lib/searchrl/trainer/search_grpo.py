@@ -189,6 +189,20 @@ class SearchGRPOConfig(GRPOConfig):
         return out
 
 
+def refuse_one_process_settings(args: SearchGRPOConfig, num_processes: int) -> None:
+    """Raise where a setting is built for one process and `num_processes` > 1 would silently change what it does."""
+    if num_processes <= 1:
+        return
+    if args.dynamic_sampling:
+        raise ValueError("dynamic_sampling draws extra questions in one process; it does not support "
+                         f"{num_processes} processes yet: set dynamic_sampling false or run in one process")
+    if args.rollout is not None and args.rollout.opener_anchor > 0:
+        # Each process would hold its own questions' rate to its own reference rate, a different objective from
+        # one process holding the whole batch's rate.
+        raise ValueError(f"rollout.opener_anchor measures the plan rate over one process's questions; it does not "
+                         f"support {num_processes} processes yet: set opener_anchor 0 or run in one process")
+
+
 class SearchGRPOTrainer(GRPOTrainer):
     """GRPO with a search engine in the loop.
 
@@ -214,9 +228,7 @@ class SearchGRPOTrainer(GRPOTrainer):
         self._reward_ref_model = None
         self._last_rewards_per_func: torch.Tensor | None = None
         self.critic: Critic | None = None
-        if args.dynamic_sampling and self.accelerator.num_processes > 1:
-            raise ValueError("dynamic_sampling draws extra questions in one process; it does not support "
-                             f"{self.accelerator.num_processes} processes yet")
+        refuse_one_process_settings(args, self.accelerator.num_processes)
         if getattr(ADVANTAGE_ESTIMATORS.get(args.advantage_estimator), "needs_critic", False):
             self.critic = Critic(critic_from_policy(self.accelerator.unwrap_model(self.model)), self.accelerator,
                                  lr=args.value_lr, clip=args.value_clip, epochs=args.critic_epochs,
