@@ -45,33 +45,55 @@ def attach_stage_bar(trainer, desc: str, metrics: dict[str, str]) -> None:
     PrinterCallback that prints every raw log dict."""
     from transformers import PrinterCallback
 
-    trainer.add_callback(stage_progress(desc, metrics))
+    callback = stage_progress(desc, metrics)
+    trainer.add_callback(callback)
     trainer.remove_callback(PrinterCallback)
+    if hasattr(trainer, "phase_listener"):  # SearchGRPOTrainer says what each step is doing
+        trainer.phase_listener = callback.show_phase
 
 
 def stage_progress(desc: str, metrics: dict[str, str]):
     """A transformers TrainerCallback drawing one bar over a training stage's steps, with the latest logged values
-    of `metrics` ({log key: short label}) as its postfix (e.g. reward and searches per sample)."""
+    of `metrics` ({log key: short label}) as its postfix (e.g. reward and searches per sample), and what the current
+    step is doing: the phase a trainer reports through `show_phase`, and the micro-batches of the update."""
     from transformers import TrainerCallback
 
     class _StageProgress(TrainerCallback):
         def __init__(self):
             self.bar = None
+            self.values: dict[str, str] = {}  # the latest logged metrics, by label
+            self.phase = ""
+            self.micro_batches = 0  # of the current optimizer step, done
+
+        def show_phase(self, text: str) -> None:
+            self.phase = text
+            self._draw()
+
+        def _draw(self) -> None:
+            if self.bar is not None:
+                self.bar.set_postfix({**self.values, **({"now": self.phase} if self.phase else {})})
 
         def on_train_begin(self, args, state, control, **kwargs):
             if state.is_world_process_zero:
                 self.bar = progress_bar(total=state.max_steps, initial=state.global_step, desc=desc, unit="step")
 
+        def on_substep_end(self, args, state, control, **kwargs):
+            self.micro_batches += 1
+            self.show_phase(f"update: micro-batch {self.micro_batches + 1} of {args.gradient_accumulation_steps}")
+
         def on_step_end(self, args, state, control, **kwargs):
+            self.micro_batches, self.phase = 0, ""
             if self.bar is not None:
                 self.bar.update(state.global_step - self.bar.n)
+                self._draw()
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if self.bar is not None and logs:
                 shown = {label: f"{logs[key]:.3g}" for key, label in metrics.items()
                          if isinstance(logs.get(key), (int, float))}
                 if shown:
-                    self.bar.set_postfix(shown)
+                    self.values = shown
+                    self._draw()
 
         def on_train_end(self, args, state, control, **kwargs):
             if self.bar is not None:

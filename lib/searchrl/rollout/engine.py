@@ -26,6 +26,7 @@ from __future__ import annotations
 import concurrent.futures
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from searchrl.progress import progress_bar
@@ -98,7 +99,7 @@ class SearchRollout:
 
     def __init__(self, protocol: SearchProtocol, retriever, tokenizer, generator: TurnGenerator,
                  config: RolloutConfig | None = None, *, collective: bool = False, progress: bool = False,
-                 explore: bool = False):
+                 explore: bool = False, on_turn: Callable[[int, int, int], None] | None = None):
         self.protocol, self.retriever, self.tokenizer, self.generator = protocol, retriever, tokenizer, generator
         self.config = config or RolloutConfig()
         # Forcing searches changes what a rollout does; only training asks for it, so a score never depends on it.
@@ -106,6 +107,9 @@ class SearchRollout:
         # Multi-process vLLM generation is collective: every process then runs every turn, even with nothing to do.
         self.collective = collective
         self.progress = progress
+        # Told (turns done, most turns, rollouts still writing) before the first turn and after each: a caller whose
+        # batch takes minutes (a training step on a CPU) shows where it is.
+        self.on_turn = on_turn
         self.retrieval_s = 0.0  # time spent in the retriever, summed over rollouts
         self.failed_searches = 0  # searches answered with SEARCH_FAILED_NOTICE, summed over rollouts
         self._down_since: float | None = None  # when the current outage began (its first failed attempt)
@@ -143,8 +147,10 @@ class SearchRollout:
         if reset:
             reset()
         try:
-            for _ in range(max_turns):
+            for turn in range(max_turns):
                 active = [t for t in trajs if not t.done]
+                if self.on_turn is not None:
+                    self.on_turn(turn, max_turns, len(active))
                 if not active and not self.collective:
                     break
                 outputs = self.generator.generate_turn(

@@ -18,6 +18,7 @@ import errno
 import os
 import warnings
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -248,6 +249,12 @@ class SearchGRPOTrainer(GRPOTrainer):
         if args.memorization.memorization_on:
             self.memorizer = Memorizer(args.memorization, protocol, self.processing_class, self._rewrite)
             self._rewriter = None
+        # Told what a training step is doing ("rollouts: turn 2 of 4, ...", "update"), for a progress bar: on a CPU
+        # one step can take many minutes (searchrl.progress.attach_stage_bar sets it).
+        self.phase_listener: Callable[[str], None] | None = None
+        self._rollout_label = "rollouts"
+        # Whether the batch in hand is for training; the model itself is in eval mode while it generates.
+        self._training_batch = False
         self.opener_anchor: OpenerAnchor | None = None
         if args.rollout.opener_anchor > 0:
             self.opener_anchor = OpenerAnchor(args.rollout.opener_anchor, self.engine.opener_ids,
@@ -311,8 +318,15 @@ class SearchGRPOTrainer(GRPOTrainer):
                                                                      self.protocol.query_close))
             collective = self.use_vllm and self.accelerator.num_processes > 1
             self._engine = SearchRollout(self.protocol, self.retriever, tokenizer, generator, rollout,
-                                         collective=collective, explore=True)
+                                         collective=collective, explore=True, on_turn=self._turn_phase)
         return self._engine
+
+    def _show_phase(self, text: str) -> None:
+        if self.phase_listener is not None and self._training_batch:
+            self.phase_listener(text)
+
+    def _turn_phase(self, done: int, turns: int, writing: int) -> None:
+        self._show_phase(f"{self._rollout_label}: turn {done + 1} of at most {turns}, {writing} writing")
 
     def _prompt_ids(self, prompts: list) -> list[list[int]]:
         """Token ids of the prompts as the rollout feeds them (chat prompts rendered with the template)."""
@@ -390,6 +404,7 @@ class SearchGRPOTrainer(GRPOTrainer):
         # and DAPO's removal of zero-variance groups and dynamic sampling need the rewards and masks after TRL has
         # built them, and dynamic sampling needs to generate again within one step. The memorization loss rewrites
         # the step's correct searched rollouts here, once they are scored.
+        self._training_batch = self.model.training
         output, rewards = self._scored_batch(inputs)
         if self.opener_anchor is not None and self.model.training:
             # The step's scheduled questions (a fixed type mix under stratified selection), not the refills.
@@ -404,7 +419,9 @@ class SearchGRPOTrainer(GRPOTrainer):
         if "opener_index" in output:  # tagged in _scored_batch; centred once the batch is final (after the refills)
             output = self._center_opener_advantages(output)
         if self.memorizer is not None:
+            self._show_phase("memorization rewrites")
             self._prepare_memorization()
+        self._show_phase(f"update: micro-batch 1 of {self.args.gradient_accumulation_steps}")
         return output
 
     def _center_opener_advantages(self, output: dict) -> dict:
@@ -530,7 +547,11 @@ class SearchGRPOTrainer(GRPOTrainer):
         while found < wanted and draws < self.args.dynamic_sampling_max_draws:
             n = extra_draw_size(self.args.dynamic_sampling_draw, wanted - found, found, drawn, wanted)
             questions = self._draw_questions(n, None if missing is None else list(missing.elements()))
-            more, more_rewards = self._scored_batch(questions)
+            self._rollout_label = f"extra draw {draws + 1} ({n} questions)"
+            try:
+                more, more_rewards = self._scored_batch(questions)
+            finally:
+                self._rollout_label = "rollouts"
             batches.append(more)
             keeps.append(informative_groups(more_rewards, g))
             if missing is not None:
