@@ -303,8 +303,8 @@ def test_stage1_rewards_are_a_checked_setting() -> None:
 
     cfg = RunConfig.from_params({"rl_steps": 4, "two_stage": True, "stage1_steps": 2, "rewards": ["em"],
                                  "stage1_rewards": ["support_recall", "format_r1s_stage1"]})
-    assert [(s.name, s.rewards, s.steps) for s in rl_schedule(cfg)] == [
-        ("rl_stage1", ["support_recall", "format_r1s_stage1"], 2), ("rl_stage2", ["em"], 2)]
+    assert [(s.name, s.rewards, s.steps, s.offset) for s in rl_schedule(cfg)] == [
+        ("rl_stage1", ["support_recall", "format_r1s_stage1"], 2, 0), ("rl_stage2", ["em"], 2, 2)]
     with pytest.raises(ConfigError, match="stage1_rewards"):
         RunConfig.from_params({"rl_steps": 4, "two_stage": True, "stage1_steps": 2, "stage1_rewards": ["suport_recall"]})
 

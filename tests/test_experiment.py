@@ -64,6 +64,24 @@ def test_two_stage_schedule_trains_stage1_rewards_then_the_runs_own(tmp_path, mo
         assert any(reward in column for column in logged), (reward, list(logged))
     exp.curves()  # several reward terms: each gets its own panel
     assert (exp.run_dir / "figures" / "reward_terms.png").exists()
+    # One step count over the run: stage 2's step is the run's step 2, not a second step 1.
+    steps = exp.history.to_frame()[["step", "stage"]].dropna()
+    assert steps.values.tolist() == [[1, "rl_stage1"], [2, "rl_stage2"]]
+
+
+@pytest.mark.slow
+def test_resuming_inside_stage_two_keeps_stage_ones_history(tmp_path, monkeypatch):
+    changes = {"sft_examples": 0, "two_stage": True, "stage1_steps": 2, "rewards": ["preset:r1_searcher_stage2"],
+               "save_steps": 1}
+    exp = _experiment(tmp_path, monkeypatch, rl_steps=3, **changes)
+    exp.train_rl(exp.load_model())
+    assert exp.history.to_frame()["step"].tolist() == [1, 2, 3]
+    # The same run given one more step: stage 2 resumes from its checkpoint-1 (the run's step 3) and trains step 4.
+    again = _experiment(tmp_path, monkeypatch, rl_steps=4, resume=True, **changes)
+    again.train_rl(again.load_model())
+    frame = again.history.to_frame()
+    assert frame["step"].tolist() == [1, 2, 3, 4]
+    assert frame["stage"].tolist() == ["rl_stage1", "rl_stage1", "rl_stage2", "rl_stage2"]
 
 
 @pytest.mark.slow

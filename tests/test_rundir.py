@@ -208,6 +208,19 @@ def test_history_callback_appends_trainer_logs(tmp_path: Path, monkeypatch: pyte
     callback.on_log(None, state, None, logs={"reward": 0.3, "loss": 0.1})
     callback.on_log(None, types.SimpleNamespace(global_step=5, is_world_process_zero=False), None, logs={"x": 1})
     assert history.to_frame().to_dict("records") == [{"step": 4, "reward": 0.3, "loss": 0.1}]
+    second_stage = rundir.history_callback(history, offset=6, stage="rl_stage2")
+    second_stage.on_log(None, types.SimpleNamespace(global_step=1, is_world_process_zero=True), None, logs={"x": 2})
+    assert history.rows[-1] == {"step": 7, "x": 2, "stage": "rl_stage2"}
+
+
+def test_a_history_whose_steps_restart_at_each_stage_is_read_as_one_step_count(tmp_path: Path) -> None:
+    # Written before stages were numbered on: a probe at step 0, stage 1's steps 1-2, then stage 2's probe and steps.
+    legacy = [{"step": 0, "probe/f1": 0.4}, {"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.2},
+              {"step": 0, "probe/f1": 0.5}, {"step": 1, "reward": 0.3}, {"step": 2, "reward": 0.4}]
+    pd.DataFrame(legacy).to_csv(tmp_path / "metrics.csv", index=False)
+    history = MetricsHistory(tmp_path)
+    assert [row["step"] for row in history.rows] == [0, 1, 2, 2, 3, 4]
+    assert history.rows[3] == {"step": 2, "probe/f1": 0.5}  # stage 2's start is stage 1's end
 
 
 # --------------------------------------------------------------------------------------------------------------

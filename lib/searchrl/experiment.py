@@ -374,7 +374,7 @@ class Experiment:
             groups = [data.filter(lambda t, q=q: t == q, input_columns="qtype") for q in sorted(set(data["qtype"]))]
             size = min(len(g) for g in groups)
             data = concatenate_datasets([g.shuffle(seed=cfg.seed).select(range(size)) for g in groups])
-        callbacks = [history_callback(self.history)]
+        callbacks = [history_callback(self.history, offset=stage.offset, stage=stage.name)]
         health = None
         if cfg.health_action != "off":
             from searchrl.trainer.health import HealthCallback
@@ -382,7 +382,7 @@ class Experiment:
             health = HealthCallback(cfg, sink=print)
             callbacks.append(health)
         if cfg.probe_every > 0:
-            callbacks.append(self._probe_callback(stage.name))
+            callbacks.append(self._probe_callback(stage))
         trainer = SearchGRPOTrainer(model=str(start), reward_funcs=funcs, args=args, train_dataset=data,
                                     retriever=self.retriever, protocol=self.protocol, processing_class=self.tokenizer,
                                     peft_config=lora_config(cfg), callbacks=callbacks)
@@ -396,8 +396,8 @@ class Experiment:
                 print(f"resume: {stage.name} continues from {resume.name}")
                 resume = str(resume)
         resumed_at = int(Path(resume).name.split("-")[1]) if resume else 0
-        if resume:
-            self.history.truncate_after(resumed_at)
+        if resume and resumed_at < stage.steps:  # rows logged after the checkpoint are logged again
+            self.history.truncate_after(stage.offset + resumed_at)
         if resume and resumed_at >= stage.steps:
             # transformers checks its stop flag only after a step, so resuming from the stage's last checkpoint
             # would train one step past max_steps; that checkpoint already holds the stage's policy.
@@ -431,7 +431,7 @@ class Experiment:
                 f"where it stopped. Start a new run from its policy: -p model {folder}")
         return folder
 
-    def _probe_callback(self, stage: str):
+    def _probe_callback(self, stage):
         """The fixed probe set's callback for one RL stage (`searchrl.trainer.probe`): greedy scores of the first
         `probe_questions` held-out questions of the trained types, logged into the metrics history."""
         from searchrl.evaluate import evaluate
@@ -446,10 +446,11 @@ class Experiment:
         def score(model, step):
             return evaluate(model, self.tokenizer, self.protocol, self.retriever, rows,
                             rollout=cfg.rollout_config(), batch_size=cfg.eval_batch_size, chat=cfg.chat_prompt,
-                            desc=f"probe: {stage} step {step}",
-                            records_path=probe_records_path(self.run_dir, stage, step)).records
+                            desc=f"probe: {stage.name} step {step}",
+                            records_path=probe_records_path(self.run_dir, stage.name, step)).records
 
-        return probe_callback(cfg.probe_every, score, lambda metrics, step: self.history.append(metrics, step=step))
+        return probe_callback(cfg.probe_every, score, lambda metrics, step: self.history.append(
+            {**metrics, "stage": stage.name}, step=stage.offset + step))
 
     def _roll_back(self, trainer, output_dir, trained):
         """After training health stopped a collapsed run: the policy of the last good checkpoint (its record names

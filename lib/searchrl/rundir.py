@@ -502,7 +502,8 @@ class MetricsHistory:
         if existing is None and self.use_parquet and (self.run_dir / f"{name}.csv").exists():
             existing = _read_table(self.run_dir / f"{name}.csv")  # history written earlier without pyarrow
         if existing is not None:
-            self.rows = [{k: v for k, v in row.items() if not _is_missing(v)} for row in existing.to_dict("records")]
+            rows = [{k: v for k, v in row.items() if not _is_missing(v)} for row in existing.to_dict("records")]
+            self.rows = _continuous_steps(rows, step_col)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -555,6 +556,21 @@ class MetricsHistory:
         return self.path
 
 
+def _continuous_steps(rows: list[dict[str, Any]], step_col: str) -> list[dict[str, Any]]:
+    """Histories written before stages were numbered on from each other restart their step count at each RL stage;
+    number such rows on from the stage before (a step never goes down in one run's history)."""
+    offset, last_raw, out = 0, None, []
+    for row in rows:
+        raw = row.get(step_col)
+        if raw is not None:
+            if last_raw is not None and raw < last_raw:
+                offset = out[-1][step_col] if out and step_col in out[-1] else offset + last_raw
+            last_raw = raw
+            row = {**row, step_col: int(raw) + offset}
+        out.append(row)
+    return out
+
+
 def _have_pyarrow() -> bool:
     try:
         import pyarrow  # noqa: F401
@@ -571,14 +587,15 @@ def _read_table(path: Path) -> pd.DataFrame:
     return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
 
 
-def history_callback(history: MetricsHistory) -> Any:
-    """A transformers ``TrainerCallback`` that appends every logged dict to ``history`` at the trainer's step."""
+def history_callback(history: MetricsHistory, offset: int = 0, stage: str = "") -> Any:
+    """A transformers ``TrainerCallback`` that appends every logged dict to ``history`` at the trainer's step plus
+    ``offset`` (the steps of the stages trained before this one), with the stage's name in a ``stage`` column."""
     from transformers import TrainerCallback  # imported here: rundir.py stays light for report notebooks
 
     class _HistoryCallback(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):
             if logs and state.is_world_process_zero:
-                history.append(logs, step=state.global_step)
+                history.append({**logs, **({"stage": stage} if stage else {})}, step=offset + state.global_step)
 
     return _HistoryCallback()
 

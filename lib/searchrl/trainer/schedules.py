@@ -14,12 +14,15 @@ from searchrl.config import RunConfig
 
 @dataclass(frozen=True)
 class Stage:
-    """One RL stage: its name (its checkpoint folder), rewards as a run's `rewards` list, weights and steps."""
+    """One RL stage: its name (its checkpoint folder), rewards as a run's `rewards` list, weights and steps;
+    `offset`, the steps the stages before it trained, places its steps in the run's history (stage 2's first step is
+    the run's step 7 after a stage of 6), so that curves and resumes see one step count."""
 
     name: str
     rewards: list[str]
     steps: int
     reward_weights: list[float] = field(default_factory=list)
+    offset: int = 0
 
 
 def rl_schedule(cfg: RunConfig) -> list[Stage]:
@@ -27,7 +30,8 @@ def rl_schedule(cfg: RunConfig) -> list[Stage]:
     steps are left out (`rl_steps: 0` means no RL; TRL would read max_steps=0 as "train by epochs")."""
     if cfg.two_stage:
         stages = [Stage("rl_stage1", list(cfg.stage1_rewards), cfg.stage1_steps),
-                  Stage("rl_stage2", list(cfg.rewards), cfg.rl_steps - cfg.stage1_steps, list(cfg.reward_weights))]
+                  Stage("rl_stage2", list(cfg.rewards), cfg.rl_steps - cfg.stage1_steps, list(cfg.reward_weights),
+                        offset=cfg.stage1_steps)]
     else:
         stages = [Stage("rl", list(cfg.rewards), cfg.rl_steps, list(cfg.reward_weights))]
     return [stage for stage in stages if stage.steps > 0]
