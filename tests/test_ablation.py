@@ -224,6 +224,18 @@ def test_verdicts_pair_by_question_and_seed_on_hand_worked_scores():
     assert missing["verdict"] == "not run" and missing["pairs"] == missing["questions"] == 0
 
 
+def test_a_verdict_names_the_seeds_that_answered_without_searching():
+    def arm(name, searches_by_seed):
+        return [{"arm": name, "seed": seed, "id": f"q{i}", "f1": 0.5, "searches": n}
+                for seed, n in searches_by_seed.items() for i in range(3)]
+
+    records = pd.DataFrame(arm("two", {0: 1, 1: 0, 2: 0}) + arm("one", {0: 2, 1: 1, 2: 0}) + arm("x", {0: 0}))
+    row = verdict_table(records, [Claim("two beats one", "two", "one")]).iloc[0]
+    assert "answered without searching (< 0.1 searches per question): two seeds 1, 2; one seed 2" in row["warning"]
+    searching = records[records["seed"] == 0]
+    assert "without searching" not in verdict_table(searching, [Claim("two beats one", "two", "one")]).iloc[0]["warning"]
+
+
 def test_seeds_that_agree_do_not_narrow_the_interval():
     # Three seeds that score every question alike carry no more evidence about these questions than one seed:
     # the bootstrap resamples questions, so the interval is one seed's (pairs resampled as if independent would

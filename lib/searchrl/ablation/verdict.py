@@ -27,6 +27,9 @@ CLAIM_METRICS = ("em", "f1", "cem", "searches", "model_tokens", "total_tokens", 
                  "support_recall")
 CLAIM_KEYS = {"better", "worse", "metric", "source"}  # what a claim in the `claims` parameter may say
 MIN_QUESTIONS = 100  # fewer held-out questions per seed than this: a paper-sized gap may not be resolvable
+# An arm's seed averaging fewer searches per held-out question than this answered without searching (RL collapsed
+# to guessing, or the arm never searches): its score says how well it guesses, which the verdict should say.
+NO_SEARCH = 0.1
 REPRODUCED, OPPOSITE, INCONCLUSIVE, NOT_RUN = "reproduced", "opposite", "inconclusive", "not run"
 
 
@@ -103,8 +106,9 @@ def verdict_table(records: pd.DataFrame, claims: Sequence[Claim], *, confidence:
     (better - worse, the mean of the per-question means over seeds), its paired bootstrap interval over questions,
     `verdict`, `questions` (the units the bootstrap resamples), `pairs` ((seed, question) pairs behind them), `seeds`,
     `questions/seed` (fewest over seeds) and `warning` (fewer than `min_questions` questions, questions only one arm
-    evaluated, a single seed)."""
+    evaluated, a single seed, seeds of either arm that answered without searching)."""
     pct = round(confidence * 100)
+    silent = _seeds_without_search(records)
     rows = []
     for claim in claims:
         metric = claim.metric.lower()
@@ -136,6 +140,10 @@ def verdict_table(records: pd.DataFrame, claims: Sequence[Claim], *, confidence:
             warnings.append(f"{unpaired} question(s) evaluated by only one of the two arms left out")
         if len(per_seed) < 2:
             warnings.append("one seed: the difference may depend on the training run's sampling")
+        quiet = [f"{arm} seed{'s' if len(silent[arm]) > 1 else ''} {', '.join(map(str, silent[arm]))}"
+                 for arm in (claim.better, claim.worse) if silent.get(arm)]
+        if quiet:
+            warnings.append(f"answered without searching (< {NO_SEARCH} searches per question): {'; '.join(quiet)}")
         row.update({"better mean": float(by_question[f"{metric} better"].mean()),
                     "worse mean": float(by_question[f"{metric} worse"].mean()), "difference": mean,
                     f"{pct}% low": low, f"{pct}% high": high, "verdict": verdict(low, high),
@@ -144,6 +152,18 @@ def verdict_table(records: pd.DataFrame, claims: Sequence[Claim], *, confidence:
                     "warning": "; ".join(warnings)})
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _seeds_without_search(records: pd.DataFrame) -> dict[str, list[int]]:
+    """{arm: its seeds whose held-out answers averaged fewer than NO_SEARCH searches per question}."""
+    if "searches" not in records.columns or records.empty:
+        return {}
+    means = records.groupby(["arm", "seed"])["searches"].mean()
+    out: dict[str, list[int]] = {}
+    for (arm, seed), value in means.items():
+        if value < NO_SEARCH:
+            out.setdefault(arm, []).append(int(seed))
+    return out
 
 
 __all__ = ["CLAIM_METRICS", "Claim", "paired_differences", "parse_claims", "verdict", "verdict_table"]
