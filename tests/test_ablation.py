@@ -370,6 +370,9 @@ def test_the_report_collects_the_newest_finished_run_of_each_notebook(tmp_path):
     # four questions that two identical seeds answer alike: too few for the direction to count
     assert list(claims["notebook"]) == ["ablate_reward"] and list(claims["verdict"]) == ["inconclusive"]
     assert claims.loc[0, "difference"] == pytest.approx(1.5 / 4)
+    # worked out again from the records, not read from the saved verdicts.csv
+    (run / "verdicts.csv").write_text("paper,claim,difference,verdict\nx,stale,9.0,reproduced\n")
+    assert report.claims_table([run]).loc[0, "difference"] == pytest.approx(1.5 / 4)
     text = report.write_report([run], tmp_path / "out").read_text()
     assert "| ablate_reward | R1-Searcher Table 5 | F1 reward beats EM | f1 |" in text and "## ablate_reward" in text
     with pytest.raises(FileNotFoundError, match="no finished ablation run"):

@@ -60,16 +60,31 @@ def _notebook_of(run: Path) -> str:
     return str(provenance.get("notebook") or run.parent.name).removesuffix(".ipynb")
 
 
+def _verdicts(run: Path) -> pd.DataFrame | None:
+    """The run's verdicts, worked out again from its per-question records and claims with today's code (so a
+    warning added since the run was made shows too), else as the run saved them; None when it has none."""
+    from searchrl.ablation.tables import read_records
+    from searchrl.ablation.verdict import Claim, verdict_table
+
+    claims = [Claim(**c) for c in (read_json(run / "ablation.json") or {}).get("claims", [])]
+    records = read_records(run) if claims else None
+    if records is not None and not records.empty:
+        return verdict_table(records, claims)
+    path = run / "verdicts.csv"
+    if not path.exists() or path.stat().st_size == 0:
+        return None
+    try:
+        return pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        return None
+
+
 def claims_table(runs: Sequence[Path]) -> pd.DataFrame:
     """One row per claim of every run: the paper's claim and source, our difference with its interval, the verdict."""
     frames = []
     for run in runs:
-        path = run / "verdicts.csv"
-        if not path.exists() or path.stat().st_size == 0:
-            continue
-        try:
-            frame = pd.read_csv(path)
-        except pd.errors.EmptyDataError:
+        frame = _verdicts(run)
+        if frame is None or frame.empty:
             continue
         frame.insert(0, "notebook", _notebook_of(run))
         frame["run"] = run.name
