@@ -13,6 +13,7 @@ from searchrl.trainer.health import (
     FORMAT_KEY,
     GARBLED_KEY,
     REPEAT_KEY,
+    SEARCH_KEY,
     HealthConfig,
     HealthMonitor,
     HealthWarning,
@@ -65,6 +66,19 @@ def test_format_collapse_needs_the_format_first():
     assert _feed(monitor, stream) == [(17, "format collapse")]
     untrained = {step: {FORMAT_KEY: 0.1} for step in range(1, 30)}
     assert _feed(HealthMonitor(HealthConfig(health_window=4)), untrained) == []
+
+
+def test_search_collapse_is_found_within_four_steps_even_with_a_long_window():
+    # ablate_stages' two_stage seed 1 in stage 2: 1.31, 0.50, 0.25, then no search. The last-4 means: step 4 0.52,
+    # step 5 0.19, step 6 0.06 < 0.1. A 20-step window (the default) would not have judged a 16-step run at all.
+    searches = [1.31, 0.50, 0.25, 0.0, 0.0, 0.0, 0.0, 0.0]
+    stream = {step: {SEARCH_KEY: n} for step, n in enumerate(searches, start=1)}
+    monitor = HealthMonitor(HealthConfig(health_window=20, health_min_searches=0.1))
+    assert _feed(monitor, stream) == [(6, "search collapse")]
+    assert "nearly stopped searching" in monitor.alarms[0].message and monitor.alarms[0].window_start == 3
+    never = {step: {SEARCH_KEY: 0.0} for step in range(1, 10)}  # a policy that never searched has not collapsed
+    assert _feed(HealthMonitor(HealthConfig()), never) == []
+    assert _feed(HealthMonitor(HealthConfig(health_min_searches=0.0)), stream) == []
 
 
 def test_gibberish_and_repetition_and_rules_that_are_off():
@@ -175,5 +189,6 @@ def test_a_resumed_run_replays_its_log_history(tmp_path):
 def test_settings_are_checked():
     with pytest.raises(ValueError, match="health_action must be one of off, warn, stop"):
         HealthConfig(health_action="halt")
-    values = {**HealthConfig().__dict__, "health_window": 0, "health_min_format_rate": 1.5}
-    assert [key for key, _ in health_problems(values)] == ["health_window", "health_min_format_rate"]
+    values = {**HealthConfig().__dict__, "health_window": 0, "health_min_format_rate": 1.5, "health_min_searches": -1}
+    assert [key for key, _ in health_problems(values)] == ["health_window", "health_min_format_rate",
+                                                           "health_min_searches"]

@@ -11,6 +11,11 @@ simple rules over rolling means of the last `health_window` logged steps, says s
                       `health_max_garbled_rate`
     repetition        the rolling mean of `search/repeat_ratio` (repeated token 4-grams in the sampled text) is above
                       `health_max_repeat_ratio`
+    search collapse   the mean of `search/searches_per_sample` over the last 4 logged steps (or `health_window`, if
+                      smaller) fell below `health_min_searches` after having reached it: the policy answers without
+                      searching, which on questions it cannot know means guessing (issue 10's most common failure
+                      on a CPU). A level near zero cannot be noise, so this rule needs no long window and also judges
+                      runs of a few dozen steps, which the other rules' 20-step windows never fill.
 
 Rolling means of whole windows make the rules robust to the noise of single batches. Each alarm is raised once
 when its rule starts to hold (and again only after it has cleared): as a `HealthWarning`, as a line for the run's
@@ -43,6 +48,7 @@ __all__ = [
     "GARBLED_KEY",
     "REPEAT_KEY",
     "REWARD_KEY",
+    "SEARCH_KEY",
     "Alarm",
     "HealthCallback",
     "HealthConfig",
@@ -62,6 +68,8 @@ REWARD_KEY = "reward"
 FORMAT_KEY = "search/format_ok_rate"
 GARBLED_KEY = "search/garbled_rate"
 REPEAT_KEY = "search/repeat_ratio"
+SEARCH_KEY = "search/searches_per_sample"
+SEARCH_WINDOW = 4  # logged steps the search-collapse rule averages (at most health_window)
 RECORD_NAME = "health.json"
 _NGRAM = 4  # token n-grams counted by repeat_ratio
 
@@ -84,6 +92,9 @@ class HealthConfig:
     """Gibberish: the rolling mean of search/garbled_rate (samples whose own text looks garbled) above this (1: off)."""
     health_max_repeat_ratio: float = 0.5
     """Repetition: the rolling mean of search/repeat_ratio (share of repeated token 4-grams) above this (1: off)."""
+    health_min_searches: float = 0.1
+    """Search collapse: the mean of search/searches_per_sample over the last 4 logged steps below this after having
+    reached it; the policy has stopped searching and answers from what it can guess (0: off)."""
     health_record: str = ""
     """JSON file of alarms and checkpoints; empty: health.json in the trainer's output folder."""
 
@@ -105,6 +116,9 @@ def health_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     for name in ("health_min_format_rate", "health_max_garbled_rate", "health_max_repeat_ratio"):
         if not 0 <= values[name] <= 1:
             problems.append((name, f"{name} is a rate, so it must be in [0, 1]; got {values[name]!r}"))
+    if values["health_min_searches"] < 0:
+        problems.append(("health_min_searches",
+                         f"health_min_searches must be >= 0 (0: off), got {values['health_min_searches']!r}"))
     return problems
 
 
@@ -176,8 +190,9 @@ class HealthMonitor:
         self.cfg = cfg
         keys = (REWARD_KEY, FORMAT_KEY, GARBLED_KEY, REPEAT_KEY)
         self.windows = {key: _Window(cfg.health_window) for key in keys}
+        self.windows[SEARCH_KEY] = _Window(min(cfg.health_window, SEARCH_WINDOW))
         self.best_reward = -math.inf
-        self.format_reached = False
+        self.reached: set[str] = set()  # floor rules whose level the run has reached (format, searches)
         self.active: dict[str, Alarm] = {}
         self.alarms: list[Alarm] = []
         self.seen: set[str] = set()
@@ -198,6 +213,7 @@ class HealthMonitor:
         cleared: set[str] = set()
         self._reward_rule(means, holding, cleared)
         self._format_rule(means, holding, cleared)
+        self._search_rule(means, holding, cleared)
         for rule, key, limit, what in (("gibberish", GARBLED_KEY, self.cfg.health_max_garbled_rate, "garbled"),
                                        ("repetition", REPEAT_KEY, self.cfg.health_max_repeat_ratio, "repeated")):
             if key in means and limit < 1:
@@ -214,7 +230,7 @@ class HealthMonitor:
             if rule in self.active:
                 continue
             key = {"reward collapse": REWARD_KEY, "format collapse": FORMAT_KEY, "gibberish": GARBLED_KEY,
-                   "repetition": REPEAT_KEY}[rule]
+                   "repetition": REPEAT_KEY, "search collapse": SEARCH_KEY}[rule]
             alarm = Alarm(rule, step, self.windows[key].start, value, message)
             self.active[rule] = alarm
             self.alarms.append(alarm)
@@ -235,18 +251,31 @@ class HealthMonitor:
         elif fallen < drop / 2:  # clears only once clearly recovered, so noise at the edge does not re-alarm
             cleared.add("reward collapse")
 
+    def _floor_rule(self, means: dict, holding: dict, cleared: set, rule: str, key: str, floor: float,
+                    message: str) -> None:
+        """`rule` holds while the rolling mean of `key` is below `floor`, once it has reached `floor` (a policy that
+        never had the behaviour has not lost it); `message` is formatted with the mean."""
+        if key not in means or floor <= 0:
+            return
+        mean = means[key]
+        if mean >= floor:
+            self.reached.add(rule)
+            cleared.add(rule)
+        elif rule in self.reached:
+            holding[rule] = (mean, message.format(mean=mean))
+
     def _format_rule(self, means: dict, holding: dict, cleared: set) -> None:
         floor = self.cfg.health_min_format_rate
-        if FORMAT_KEY not in means or floor <= 0:
-            return
-        mean = means[FORMAT_KEY]
-        if mean >= floor:
-            self.format_reached = True
-            cleared.add("format collapse")
-        elif self.format_reached:
-            holding["format collapse"] = (mean, (
-                f"the well-formed share of samples over the last {self.cfg.health_window} logged steps fell to "
-                f"{mean:.3f}, below {floor:g}, which it had reached"))
+        self._floor_rule(means, holding, cleared, "format collapse", FORMAT_KEY, floor, (
+            f"the well-formed share of samples over the last {self.cfg.health_window} logged steps fell to "
+            f"{{mean:.3f}}, below {floor:g}, which it had reached"))
+
+    def _search_rule(self, means: dict, holding: dict, cleared: set) -> None:
+        floor = self.cfg.health_min_searches
+        self._floor_rule(means, holding, cleared, "search collapse", SEARCH_KEY, floor, (
+            f"the policy has nearly stopped searching: {{mean:.3f}} searches per sample over the last "
+            f"{self.windows[SEARCH_KEY].size} logged steps, below {floor:g}; its answers are now guesses (on a "
+            f"synthetic world) or recall"))
 
 
 # ---------------------------------------------------------------------------------------------- record
