@@ -374,6 +374,11 @@ def test_the_report_collects_the_newest_finished_run_of_each_notebook(tmp_path):
     (run / "verdicts.csv").write_text("paper,claim,difference,verdict\nx,stale,9.0,reproduced\n")
     assert report.claims_table([run]).loc[0, "difference"] == pytest.approx(1.5 / 4)
     text = report.write_report([run], tmp_path / "out").read_text()
+    assert (tmp_path / "out" / "figures" / "claims.png").is_file() and "![claims](figures/claims.png)" in text
+    figure = report.claims_figure(claims)
+    assert [t.get_text() for t in figure.axes[0].get_yticklabels()] == [
+        "ablate_reward: F1 reward beats EM (f1) *"]  # starred: its warning says four questions are too few
+    assert report.claims_figure(claims.assign(difference=float("nan"))) is None
     assert "| ablate_reward | R1-Searcher Table 5 | F1 reward beats EM | f1 |" in text and "## ablate_reward" in text
     with pytest.raises(FileNotFoundError, match="no finished ablation run"):
         report.resolve_runs([], tmp_path / "empty")

@@ -127,14 +127,55 @@ def markdown_table(frame: pd.DataFrame, index: bool = True) -> str:
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows[1:]])
 
 
+VERDICT_COLOURS = {"reproduced": "tab:green", "opposite": "tab:red", "inconclusive": "tab:gray"}
+
+
+def claims_figure(claims: pd.DataFrame):
+    """One row per claim: our difference (the arm the paper says is better minus the other) with its interval,
+    coloured by verdict, beside the zero line the paper's direction must clear; a claim with a warning is marked
+    with "*". None when no claim has a measured difference."""
+    from searchrl.plots import ReportFigure
+
+    low = next((c for c in claims.columns if c.endswith("% low")), None)
+    high = next((c for c in claims.columns if c.endswith("% high")), None)
+    rows = claims.dropna(subset=["difference"]) if low and high else claims.iloc[0:0]
+    if rows.empty:
+        return None
+    fig = ReportFigure(figsize=(7.5, 0.9 + 0.45 * len(rows)), layout="constrained")
+    ax = fig.subplots()
+    y = list(range(len(rows)))[::-1]  # the first claim on top
+    labels = []
+    for yi, (_, row) in zip(y, rows.iterrows()):
+        diff = row["difference"]
+        ax.errorbar(diff, yi, xerr=[[diff - row[low]], [row[high] - diff]], fmt="o", capsize=3,
+                    color=VERDICT_COLOURS.get(str(row["verdict"]), "black"))
+        warned = isinstance(row.get("warning"), str) and row["warning"].strip()
+        labels.append(f"{row['notebook']}: {row['claim']} ({row['metric']}){' *' if warned else ''}")
+    ax.set_yticks(y, labels, fontsize="small")
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.set_xlabel(f"better arm minus worse arm ({low.removesuffix(' low')} interval)")
+    handles = [ax.plot([], [], "o", color=c, label=v)[0] for v, c in VERDICT_COLOURS.items()]
+    ax.legend(handles=handles, fontsize="x-small", loc="best")
+    ax.set_title("The papers' claims, measured here (* = see the warning column)", fontsize="medium")
+    ax.grid(axis="x", alpha=0.3)
+    return fig
+
+
 def write_report(runs: Sequence[Path], folder: str | Path) -> Path:
-    """report.md (the claims table, then each run's arm table) and claims.csv in `folder`."""
+    """report.md (the claims table and figure, then each run's arm table), claims.csv and figures/claims.png in
+    `folder`."""
+    from searchrl.rundir import save_figure
+
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     claims = claims_table(runs)
     claims.to_csv(folder / "claims.csv", index=False)
     lines = ["# Ablation report", "", "## The papers' claims, ours beside theirs", "",
              markdown_table(claims, index=False) if len(claims) else "(no claims in these runs)", ""]
+    figure = claims_figure(claims)
+    if figure is not None:
+        save_figure(figure, folder / "figures" / "claims.png")
+        lines += ["![claims](figures/claims.png)", ""]
     for name, table in arm_tables(runs).items():
         lines += [f"## {name}", "", markdown_table(table), ""]
     (folder / "report.md").write_text("\n".join(lines), encoding="utf-8")
@@ -142,5 +183,5 @@ def write_report(runs: Sequence[Path], folder: str | Path) -> Path:
     return folder / "report.md"
 
 
-__all__ = ["arm_tables", "claims_table", "curve_figures", "latest_runs", "markdown_table", "resolve_runs",
+__all__ = ["arm_tables", "claims_figure", "claims_table", "curve_figures", "latest_runs", "markdown_table", "resolve_runs",
            "write_report"]
