@@ -113,7 +113,11 @@ def test_an_interrupted_ablation_resumes_at_the_first_unfinished_arm(tmp_path):
     assert [(a, s) for a, s, _ in first.runs] == [("em", 0), ("f1", 0), ("r1s", 0), ("em", 1), ("f1", 1)]
     again = FakeWork()
     ablation = Ablation(_cfg(tmp_path), arms, seeds=[0, 1], work=again, run_dir=tmp_path / "run")
-    assert ablation.plan()["state"].tolist() == ["done"] * 4 + ["partial", "to do"]
+    plan = ablation.plan()
+    assert plan["state"].tolist() == ["done"] * 4 + ["partial", "to do"]
+    # a finished arm shows its held-out F1 and searches; an unfinished one has none yet
+    assert plan.loc[0, "F1"] == pytest.approx(sum(SCORES["em"]) / len(SCORES["em"]))
+    assert plan.loc[0, "searches/question"] == 1.0 and plan[["F1", "searches/question"]].iloc[4:].isna().all().all()
     ablation.run()
     assert [(a, s) for a, s, _ in again.runs] == [("f1", 1), ("r1s", 1)]
     assert again.cold_starts == []  # seed 1's cold start was finished before the interruption

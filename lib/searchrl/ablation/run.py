@@ -78,14 +78,17 @@ class Ablation:
         }
 
     def plan(self) -> pd.DataFrame:
-        """One row per arm and seed, in run order: its folder, cold-start key and state (done / partial / to do)."""
+        """One row per arm and seed, in run order: its cold-start key, state (done / partial / to do), and for a
+        finished one its held-out F1 and searches per question (a seed that stopped searching shows at a glance),
+        then its folder."""
         rows = []
         for seed in self.seeds:
             for arm in self.arms:
                 folder = layout.arm_folder(self.run_dir, arm.name, seed)
-                state = "done" if layout.is_done(folder) else ("partial" if folder.exists() else "to do")
+                done = layout.is_done(folder)
+                state = "done" if done else ("partial" if folder.exists() else "to do")
                 rows.append({"arm": arm.name, "seed": seed, "cold start": cold_start_key(self.configs[arm.name, seed]),
-                             "state": state, "folder": str(folder)})
+                             "state": state, **_held_out_means(folder if done else None), "folder": str(folder)})
         return pd.DataFrame(rows)
 
     # ---- running ----------------------------------------------------------------------------------------------
@@ -205,6 +208,19 @@ class Ablation:
         mark_status(self.run_dir, "completed")
         print(f"Results in {self.run_dir}")
         return self.run_dir
+
+
+def _held_out_means(folder: Path | None) -> dict[str, float]:
+    """F1 and searches per question over a finished arm's held-out records (NaN before it has them)."""
+    means = {"F1": float("nan"), "searches/question": float("nan")}
+    path = layout.records_path(folder) if folder is not None else None
+    if path is None or not path.is_file() or not path.stat().st_size:
+        return means
+    records = pd.read_json(path, lines=True)
+    for column, name in (("f1", "F1"), ("searches", "searches/question")):
+        if column in records.columns:
+            means[name] = float(records[column].mean())
+    return means
 
 
 def _comparable(params: Mapping[str, Any]) -> dict[str, Any]:
