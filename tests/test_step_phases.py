@@ -37,6 +37,8 @@ def test_a_training_step_reports_rollout_turns_then_each_micro_batch(tmp_path, t
     assert seen[0] == "rollouts: turn 1 of at most 3, 8 writing"
     assert seen[-2:] == ["update: micro-batch 1 of 2", "update: micro-batch 2 of 2"]
     assert callback.phase == ""  # cleared when the step ended
+    logged = next(entry for entry in trainer.state.log_history if "step_time" in entry)
+    assert 0 < logged["timing/rollouts_s"] < logged["step_time"]  # generation and scoring, a part of the step
 
 
 def test_the_stage_bar_shows_the_phase_beside_the_logged_metrics():

@@ -16,6 +16,7 @@ import copy
 import dataclasses
 import errno
 import os
+import time
 import warnings
 from collections import Counter
 from collections.abc import Callable
@@ -405,6 +406,7 @@ class SearchGRPOTrainer(GRPOTrainer):
         # built them, and dynamic sampling needs to generate again within one step. The memorization loss rewrites
         # the step's correct searched rollouts here, once they are scored.
         self._training_batch = self.model.training
+        started = time.perf_counter()
         output, rewards = self._scored_batch(inputs)
         if self.opener_anchor is not None and self.model.training:
             # The step's scheduled questions (a fixed type mix under stratified selection), not the refills.
@@ -421,6 +423,8 @@ class SearchGRPOTrainer(GRPOTrainer):
         if self.memorizer is not None:
             self._show_phase("memorization rewrites")
             self._prepare_memorization()
+        if self.model.training:  # the rest of step_time is the update (forward, backward, optimizer)
+            self._metrics["train"]["timing/rollouts_s"].append(time.perf_counter() - started)
         self._show_phase(f"update: micro-batch 1 of {self.args.gradient_accumulation_steps}")
         return output
 
