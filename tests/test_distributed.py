@@ -30,7 +30,8 @@ RUN = Path(__file__).parent / "distributed_grpo_run.py"
 LAUNCH = ROOT / "launch"
 NUM_GENERATIONS = 4  # as in distributed_grpo_run.py
 # Logged values that describe one process's own work (wall time), so they legitimately differ between processes.
-PROCESS_LOCAL = {"step_time", "train_runtime", "train_samples_per_second", "train_steps_per_second"}
+PROCESS_LOCAL = {"step_time", "timing/rollouts_s", "train_runtime", "train_samples_per_second",
+                 "train_steps_per_second"}
 
 
 def _run(out: Path, processes: int) -> list[dict]:
