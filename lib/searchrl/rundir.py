@@ -564,7 +564,7 @@ def _continuous_steps(rows: list[dict[str, Any]], step_col: str) -> list[dict[st
         raw = row.get(step_col)
         if raw is not None:
             if last_raw is not None and raw < last_raw:
-                offset = out[-1][step_col] if out and step_col in out[-1] else offset + last_raw
+                offset += last_raw  # the earlier stage's last step, renumbered
             last_raw = raw
             row = {**row, step_col: int(raw) + offset}
         out.append(row)

@@ -81,14 +81,16 @@ class Ablation:
         """One row per arm and seed, in run order: its cold-start key, state (done / partial / to do), and for a
         finished one its held-out F1 and searches per question (a seed that stopped searching shows at a glance),
         then its folder."""
+        held_out = _held_out_means(read_records(self.run_dir, [a.name for a in self.arms]))
         rows = []
         for seed in self.seeds:
             for arm in self.arms:
                 folder = layout.arm_folder(self.run_dir, arm.name, seed)
-                done = layout.is_done(folder)
-                state = "done" if done else ("partial" if folder.exists() else "to do")
+                state = "done" if layout.is_done(folder) else ("partial" if folder.exists() else "to do")
+                means = held_out.get((arm.name, seed), {})
                 rows.append({"arm": arm.name, "seed": seed, "cold start": cold_start_key(self.configs[arm.name, seed]),
-                             "state": state, **_held_out_means(folder if done else None), "folder": str(folder)})
+                             "state": state, "F1": means.get("f1", float("nan")),
+                             "searches/question": means.get("searches", float("nan")), "folder": str(folder)})
         return pd.DataFrame(rows)
 
     # ---- running ----------------------------------------------------------------------------------------------
@@ -210,17 +212,12 @@ class Ablation:
         return self.run_dir
 
 
-def _held_out_means(folder: Path | None) -> dict[str, float]:
-    """F1 and searches per question over a finished arm's held-out records (NaN before it has them)."""
-    means = {"F1": float("nan"), "searches/question": float("nan")}
-    path = layout.records_path(folder) if folder is not None else None
-    if path is None or not path.is_file() or not path.stat().st_size:
-        return means
-    records = pd.read_json(path, lines=True)
-    for column, name in (("f1", "F1"), ("searches", "searches/question")):
-        if column in records.columns:
-            means[name] = float(records[column].mean())
-    return means
+def _held_out_means(records: pd.DataFrame) -> dict[tuple[str, int], dict[str, float]]:
+    """{(arm, seed): mean f1 and searches per question} over the finished arms' held-out records."""
+    columns = [c for c in ("f1", "searches") if c in records.columns]
+    if records.empty or not columns:
+        return {}
+    return records.groupby(["arm", "seed"])[columns].mean().to_dict("index")
 
 
 def _comparable(params: Mapping[str, Any]) -> dict[str, Any]:
