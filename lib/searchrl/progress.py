@@ -40,6 +40,12 @@ def progress_bar(*args, **kwargs):
         return tqdm_std.tqdm(*args, **kwargs)
 
 
+def update_phase(micro_batch: int, of: int) -> str:
+    """The phase text of an optimizer step's update, at micro-batch `micro_batch` (from 1) of `of`: the trainer shows
+    the first when generation ends, the stage bar each next one as the previous finishes."""
+    return f"update: micro-batch {micro_batch} of {of}"
+
+
 def attach_stage_bar(trainer, desc: str, metrics: dict[str, str]) -> None:
     """Give a transformers Trainer (built with `disable_tqdm=True`) the stage bar of `stage_progress` in place of the
     PrinterCallback that prints every raw log dict."""
@@ -79,7 +85,7 @@ def stage_progress(desc: str, metrics: dict[str, str]):
 
         def on_substep_end(self, args, state, control, **kwargs):
             self.micro_batches += 1
-            self.show_phase(f"update: micro-batch {self.micro_batches + 1} of {args.gradient_accumulation_steps}")
+            self.show_phase(update_phase(self.micro_batches + 1, args.gradient_accumulation_steps))
 
         def on_step_end(self, args, state, control, **kwargs):
             self.micro_batches, self.phase = 0, ""
@@ -103,4 +109,4 @@ def stage_progress(desc: str, metrics: dict[str, str]):
     return _StageProgress()
 
 
-__all__ = ["attach_stage_bar", "headless", "progress_bar", "stage_progress"]
+__all__ = ["attach_stage_bar", "headless", "progress_bar", "stage_progress", "update_phase"]

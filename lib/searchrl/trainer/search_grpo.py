@@ -27,6 +27,7 @@ from accelerate.utils import gather_object
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOConfig, GRPOTrainer
 
+from searchrl.progress import update_phase
 from searchrl.protocols.base import SearchProtocol
 from searchrl.quiet import silence_known_warnings
 from searchrl.rollout import HFTurnGenerator, RolloutConfig, SearchRollout, VLLMTurnGenerator, summarize
@@ -425,7 +426,7 @@ class SearchGRPOTrainer(GRPOTrainer):
             self._prepare_memorization()
         if self.model.training:  # the rest of step_time is the update (forward, backward, optimizer)
             self._metrics["train"]["timing/rollouts_s"].append(time.perf_counter() - started)
-        self._show_phase(f"update: micro-batch 1 of {self.args.gradient_accumulation_steps}")
+        self._show_phase(update_phase(1, self.args.gradient_accumulation_steps))
         return output
 
     def _center_opener_advantages(self, output: dict) -> dict:
