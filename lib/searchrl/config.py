@@ -83,9 +83,10 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
                 DifficultyConfig, HealthConfig, ProbeConfig):
     """All parameters of one run, flat and typed. Build it with :meth:`from_params` or :meth:`from_globals`.
 
-    The rollout settings (max_searches, top_k, max_turn_tokens, max_completion_tokens, max_query_chars,
-    budget_notice, temperature, top_p) are declared once, in :class:`searchrl.rollout.RolloutConfig`, and inherited
-    here so that params files set them flat; :meth:`rollout_config` hands them on as that object.
+    The rollout settings (max_searches, top_k, max_turn_tokens, max_completion_tokens, temperature, top_p, the
+    retriever's timeouts and retries, forced and explored openers, ...) are declared once, in
+    :class:`searchrl.rollout.RolloutConfig`, and inherited here so that params files set them flat;
+    :meth:`rollout_config` hands them on as that object.
     """
 
     # == general ==
@@ -179,7 +180,7 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     """Demonstrations of each question type per round of the cold start's round robin over
     `sft_question_types` (a type not named: 1), e.g. {single_hop: 3} makes half of four types' demonstrations
     single-hop. A plan-first cold start with one single-hop demonstration in four plans "two facts" for every
-    single-hop question (outputs/LOG.md, nineteenth session)."""
+    single-hop question (outputs/LOG.md, 2026-11-28, lever Zm's cold start)."""
     sft_epochs: float = 1.0
     """Epochs of cold-start training."""
     sft_plan_thought: bool = False
@@ -295,7 +296,7 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     """prompt_selection stratified: questions of each type in every turn over the types (a type not named: 1), e.g.
     {single_hop: 2} with three types and prompts_per_step 4 gives each step two single-hop questions and one of each
     other. A choice one type rewards and the others penalise (one search or two) moves by the count of informative
-    groups on each side, not by the question (outputs/LOG.md, twenty-first session); weights even the counts out."""
+    groups on each side, not by the question (outputs/LOG.md, 2026-11-28, levers Zt and Zu); weights even the counts out."""
     balance_question_types: bool = False
     """Sample training questions so that each question type is equally frequent."""
     logging_steps: int = 1
