@@ -15,6 +15,7 @@ import pandas as pd
 import torch
 
 from searchrl.config import RunConfig
+from searchrl.memory_use import format_memory, measured, memory_callback, read_memory
 from searchrl.rundir import (
     MetricsHistory,
     current_run_dir,
@@ -198,10 +199,11 @@ class Experiment:
         slug = stage.replace(" ", "_")
         # eval_rows interleave the types, so a prefix covers them all
         rows = self.eval_rows[:n_questions] if n_questions > 0 else self.eval_rows
-        result = evaluate(model, self.tokenizer, self.protocol, self.retriever, rows,
-                          rollout=rollout, batch_size=cfg.eval_batch_size, chat=cfg.chat_prompt,
-                          desc=f"evaluate: {stage}", records_path=stage_trajectories_path(self.run_dir, stage),
-                          resume=cfg.resume)
+        with measured(self.run_dir, f"evaluate: {stage}"):
+            result = evaluate(model, self.tokenizer, self.protocol, self.retriever, rows,
+                              rollout=rollout, batch_size=cfg.eval_batch_size, chat=cfg.chat_prompt,
+                              desc=f"evaluate: {stage}", records_path=stage_trajectories_path(self.run_dir, stage),
+                              resume=cfg.resume)
         result.to_json(self.run_dir / "eval" / f"{slug}.json")
         result.trajectories_jsonl(stage_trajectories_path(self.run_dir, stage))
         self.results[stage] = result
@@ -295,7 +297,8 @@ class Experiment:
         write_json(self.run_dir / "sft" / "budget.json", budget)
         for line in budget_problems(budget, cfg.max_completion_tokens, what="cold-start demonstrations"):
             warnings.warn(line, stacklevel=2)  # the cold start would teach trajectories that rollouts cut off
-        log = sft_train(model, self.tokenizer, items, sft_args(cfg, self.run_dir / "sft"), stage_bar="cold start")
+        with measured(self.run_dir, "cold start"):
+            log = sft_train(model, self.tokenizer, items, sft_args(cfg, self.run_dir / "sft"), stage_bar="cold start")
         write_json(self.run_dir / "sft" / "history.json", log)
         self.save_model(model, "cold_start")
         return model
@@ -374,7 +377,8 @@ class Experiment:
             groups = [data.filter(lambda t, q=q: t == q, input_columns="qtype") for q in sorted(set(data["qtype"]))]
             size = min(len(g) for g in groups)
             data = concatenate_datasets([g.shuffle(seed=cfg.seed).select(range(size)) for g in groups])
-        callbacks = [history_callback(self.history, offset=stage.offset, stage=stage.name)]
+        # memory first: it adds its columns to the logged row that the history callback then keeps
+        callbacks = [memory_callback(), history_callback(self.history, offset=stage.offset, stage=stage.name)]
         health = None
         if cfg.health_action != "off":
             from searchrl.trainer.health import HealthCallback
@@ -404,7 +408,8 @@ class Experiment:
             print(f"resume: {stage.name} had trained all {stage.steps} steps by {Path(resume).name}; using its policy")
             trained = self._checkpoint_policy(trainer.accelerator.unwrap_model(trainer.model), Path(resume))
         else:
-            trainer.train(resume_from_checkpoint=resume)
+            with measured(self.run_dir, stage.name):
+                trainer.train(resume_from_checkpoint=resume)
             trained = trainer.accelerator.unwrap_model(trainer.model)
         if health is not None and health.stopped_at is not None:
             trained = self._roll_back(trainer, args.output_dir, trained)
@@ -570,6 +575,7 @@ class Experiment:
 
     def finish(self) -> Path:
         mark_status(self.run_dir, "completed")
+        print(format_memory(read_memory(self.run_dir)))
         if not self.cfg.keep_resume_state:
             release_resume_state(self.run_dir)
         print(f"Results in {self.run_dir}")

@@ -8,6 +8,7 @@ Layout (``<root>/<notebook>/<run_id>/``)::
     status.json             running / completed / failed (with error and traceback) / interrupted / died,
                             the owner and its heartbeat (see searchrl.ownership)
     metrics.parquet         training history, one row per logged step (metrics.csv without pyarrow)
+    memory.json             peak memory of the cold start, each RL stage and each evaluation (searchrl.memory_use)
     eval/<name>.json        evaluation results
     trajectories/<name>.jsonl
     figures/<name>.png

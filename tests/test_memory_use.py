@@ -1,0 +1,58 @@
+"""Each part of a run records its own peak memory, so a user can size a machine for a recipe."""
+
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from searchrl import memory_use
+from searchrl.memory_use import format_memory, measured, read_memory
+
+
+def test_each_part_gets_its_own_peak(tmp_path: Path) -> None:
+    if not memory_use.reset_peak():
+        pytest.skip("the resident-set peak cannot be reset on this system")
+    with measured(tmp_path, "big"):
+        block = np.ones(40_000_000)  # 320 MB, written, so resident
+        block[::4096] = 2.0
+        del block
+    with measured(tmp_path, "small"):
+        np.ones(1000).sum()
+    parts = read_memory(tmp_path)
+    assert set(parts) == {"big", "small"} and parts["big"]["scope"] == "part"
+    # the second part's peak was reset after the first freed its block: it does not carry the 320 MB
+    assert parts["big"]["peak_rss_gb"] - parts["small"]["peak_rss_gb"] >= 0.25
+
+
+def test_a_part_that_raises_is_still_recorded_and_others_are_kept(tmp_path: Path) -> None:
+    with measured(tmp_path, "cold start"):
+        pass
+    with pytest.raises(RuntimeError), measured(tmp_path, "rl"):
+        raise RuntimeError("killed")
+    parts = read_memory(tmp_path)
+    assert list(parts) == ["cold start", "rl"] and parts["rl"]["peak_rss_gb"] > 0
+
+
+def test_only_the_first_launched_process_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RANK", "1")
+    with measured(tmp_path, "rl"):
+        pass
+    assert read_memory(tmp_path) == {}
+
+
+def test_the_summary_line_names_each_part() -> None:
+    line = format_memory({"cold start": {"peak_rss_gb": 5.13}, "rl": {"peak_rss_gb": 6.3, "peak_gpu_gb": 2.04}})
+    assert line == "peak memory: cold start 5.1 GB, rl 6.3 GB (GPU 2.0 GB)"
+    assert format_memory({}) == "peak memory: not recorded"
+
+
+def test_the_callback_adds_the_peak_to_each_logged_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A stand-in for transformers (importing it takes seconds); the callback only relies on on_log's signature.
+    monkeypatch.setitem(sys.modules, "transformers", types.SimpleNamespace(TrainerCallback=object))
+    logs = {"reward": 0.5}
+    memory_use.memory_callback().on_log(None, None, None, logs=logs)
+    assert logs["reward"] == 0.5 and logs["memory/peak_rss_gb"] > 0
