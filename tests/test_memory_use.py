@@ -56,3 +56,20 @@ def test_the_callback_adds_the_peak_to_each_logged_row(monkeypatch: pytest.Monke
     logs = {"reward": 0.5}
     memory_use.memory_callback().on_log(None, None, None, logs=logs)
     assert logs["reward"] == 0.5 and logs["memory/peak_rss_gb"] > 0
+
+
+def test_a_killed_run_is_told_its_recorded_peaks_and_what_lowers_them(tmp_path: Path) -> None:
+    from searchrl import runner
+
+    (tmp_path / "params.yaml").write_text("micro_batch_size: 0\neval_batch_size: 20\n", encoding="utf-8")
+    memory_use.record(tmp_path, "cold start", {"peak_rss_gb": 5.0, "scope": "part"})
+
+    class DeadKernelError(RuntimeError):  # nbclient's error is recognised by its name
+        pass
+
+    message = runner._failure_message(DeadKernelError("dead"), tmp_path / "quickstart.ipynb")
+    assert "peak memory: cold start 5.0 GB" in message
+    assert "micro_batch_size (now 0: each step in one pass), eval_batch_size (now 20)" in message
+    assert message.rstrip().endswith(f"--resume {tmp_path}")
+    total, _ = memory_use.machine_memory_gb()
+    assert total is None or f"this machine: {total:.1f} GB" in message

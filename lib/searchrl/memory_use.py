@@ -105,6 +105,37 @@ def format_memory(parts: dict[str, dict]) -> str:
     return "peak memory: " + ", ".join(shown)
 
 
+def machine_memory_gb() -> tuple[float | None, float | None]:
+    """This machine's total and available memory in GB (None where the system does not say)."""
+    total = available = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("MemTotal", "MemAvailable"):
+                gb = round(int(value.split()[0]) * 1024 / GB, 1)
+                total, available = (gb, available) if key == "MemTotal" else (total, gb)
+    except (OSError, ValueError, IndexError):
+        with contextlib.suppress(ValueError, OSError, AttributeError):
+            total = round(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / GB, 1)
+    return total, available
+
+
+def killed_advice(run_dir: str | Path, params: dict[str, Any]) -> str:
+    """What to say when a run's process was killed, likely for memory: the peaks its finished parts recorded, the
+    machine's memory, and the settings that lower the peak (with the run's values)."""
+    total, available = machine_memory_gb()
+    parts = read_memory(run_dir)
+    lines = [format_memory(parts) + " (the part that was killed is not among them)" if parts else
+             "no part of the run had finished, so no peak memory was recorded"]
+    if total is not None:
+        lines.append(f"this machine: {total:.1f} GB" + (f", {available:.1f} GB available now" if available else "")
+                     + " (other processes count too)")
+    micro = params.get("micro_batch_size", 0)
+    lines.append("to lower the peak: micro_batch_size (now " + (f"{micro}" if micro else "0: each step in one pass")
+                 + f"), eval_batch_size (now {params.get('eval_batch_size', '?')}), or fewer other jobs beside it")
+    return "\n  ".join(lines)
+
+
 def memory_callback() -> Any:
     """A transformers TrainerCallback that adds the peak resident set since the stage began (`memory/peak_rss_gb`,
     and `memory/peak_gpu_gb` with a GPU) to each logged row. Put it before the history callback: callbacks see the
@@ -119,4 +150,5 @@ def memory_callback() -> Any:
     return _MemoryCallback()
 
 
-__all__ = ["MEMORY_FILE", "format_memory", "measured", "memory_callback", "peak", "read_memory", "reset_peak"]
+__all__ = ["MEMORY_FILE", "format_memory", "killed_advice", "machine_memory_gb", "measured", "memory_callback", "peak",
+           "read_memory", "reset_peak"]

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
+import yaml
 
 from searchrl.config import ConfigError, RunConfig, load_params_file, parse_scalar
 from searchrl.ownership import RunOwnership
@@ -500,9 +501,19 @@ def _failure_message(err: BaseException, output: Path) -> str:
         )
     if type(err).__name__ == "DeadKernelError":  # nbclient's; the kernel process ended without answering
         return (f"the notebook's kernel died mid-cell (killed: out of memory? `dmesg | tail` says); the cells "
-                f"before it and the checkpoints are kept: {output}\n  continue with: python -m searchrl.runner "
-                f"--resume {output.parent}")
+                f"before it and the checkpoints are kept: {output}\n  {_memory_advice(output.parent)}"
+                f"\n  continue with: python -m searchrl.runner --resume {output.parent}")
     return f"notebook run failed: {type(err).__name__}: {err}\n  partial notebook (if any): {output}"
+
+
+def _memory_advice(run_dir: Path) -> str:
+    from searchrl.memory_use import killed_advice
+
+    try:
+        params = yaml.safe_load((run_dir / "params.yaml").read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        params = {}
+    return killed_advice(run_dir, params)
 
 
 def summarize(run_dir: Path) -> str:
