@@ -49,6 +49,13 @@ def test_exact_match_takes_the_best_golden_answer():
     assert exact_match(None, ["Paris"]) == 0.0
 
 
+def test_an_empty_answer_never_matches_a_golden_answer_that_normalises_to_nothing():
+    # "The" normalises to "", as an empty answer does: EM would otherwise pay for answering nothing
+    assert exact_match("", ["The"]) == 0.0 and exact_match("  ", ["The"]) == 0.0
+    assert exact_match("the", ["The"]) == 1.0  # written as the golden answer is (case aside): still a match
+    assert exact_match("", ["The", "Paris"]) == 0.0 and exact_match("paris", ["The", "Paris"]) == 1.0
+
+
 def test_cover_exact_match_whole_words_versus_substring():
     # golden answer inside the prediction as a word sequence
     assert cover_exact_match("He was born in Paris, France.", "paris france") == 1.0

@@ -455,6 +455,30 @@ def test_evidence_r_search_of_eq4_with_a_fake_answerer():
     assert re.search(r"Question: What is the capital of France\?\s*Answer:$", answerer.prompts[0])
 
 
+def test_r_search_scores_f1_without_the_yes_no_rule():
+    # R-Search eq. 3 and eq. 4 are plain word F1: "no" against "no it is not" earns 2*1/(1+4); R1-Searcher's F1
+    # (`f1`, as its released evaluation) lets a yes/no answer match only itself
+    completions = [answer("no"), answer("yes")]
+    golden = [["no it is not"], ["yes"]]
+    assert score("f1_r_search", completions, golden) == pytest.approx([0.4, 1.0])
+    assert score("f1", completions, golden) == pytest.approx([0.0, 1.0])
+    evidence = "<original_evidence>It is not.</original_evidence>"
+    fn = make_reward("evidence_r_search", PROTOCOL, answerer=RecordingAnswerer(["no"]))
+    rewards = fn(prompts=["p"], completions=[searched("q", "docs", evidence + "<answer>no</answer>")],
+                 golden_answers=[["no it is not"]], question=["Is it?"])
+    assert rewards == pytest.approx([0.4])
+
+
+def test_group_reward_counts_only_a_full_answer_score_as_correct():
+    # eq. 5: correct means R_answer = 1; with F1 as the correctness test, a partial answer (F1 0.67) is not correct
+    completions = [answer("Paris"), answer("Paris France"), answer("Rome")]
+    golden = [["Paris"]] * 3
+    rewards = score("group_r1spp", completions, golden, prompts=["q"] * 3, num_searches=[2, 0, 1],
+                    opts={"correct_by": "f1"})
+    # counts [2, 0, 1]: 2*sigma^2 = 4/3; the only correct response (2 searches) is the fewest among the correct
+    assert rewards == pytest.approx([4 / 3, 0.0, 0.0])
+
+
 def test_evidence_r_search_options_and_errors():
     evidence_completion = searched("q", "d", "<original_evidence>e</original_evidence><answer>Bob</answer>")
     columns = {"golden_answers": [["Bob"]] * 2, "question": ["Q?"] * 2}
@@ -543,7 +567,7 @@ def test_presets_name_registered_rewards():
         "r1_searcher_stage1": [("retrieval_r1s", 1.0), ("format_r1s_stage1", 1.0)],
         "r1_searcher_stage2": [("f1", 1.0), ("format_r1s_stage2", 1.0)],
         "r1_searcher_pp": [("format_r1spp", 1.0), ("cem_10w", 1.0), ("group_r1spp", 1.0)],
-        "r_search": [("f1", 1.0), ("evidence_r_search", 1.0), ("format_r_search", 1.0)],
+        "r_search": [("f1_r_search", 1.0), ("evidence_r_search", 1.0), ("format_r_search", 1.0)],
     }
     for preset, entries in expected.items():
         assert REWARD_PRESETS[preset] == entries
@@ -554,7 +578,7 @@ def test_presets_name_registered_rewards():
 def test_make_preset_builds_functions_and_weights():
     answerer = RecordingAnswerer(["Paris"])
     funcs, weights = make_preset("r_search", PROTOCOL, {"evidence_r_search": {"answerer": answerer}})
-    assert [f.__name__ for f in funcs] == ["f1", "evidence_r_search", "format_r_search"]
+    assert [f.__name__ for f in funcs] == ["f1_r_search", "evidence_r_search", "format_r_search"]
     assert weights == [1.0, 1.0, 1.0]
     completion = searched("capital", "docs", "<original_evidence>Paris.</original_evidence><answer>Paris</answer>")
     columns = {"golden_answers": [["Paris"]], "question": ["Capital?"]}
@@ -635,7 +659,7 @@ def test_r_search_preset_with_the_real_protocol():
     funcs, _ = make_preset("r_search", protocol, {"evidence_r_search": {"answerer": answerer}})
     columns = {"golden_answers": [["Paris"]] * 2, "question": ["Capital of France?"] * 2}
     rewards = {f.__name__: f(prompts=["q"] * 2, completions=[full, no_evidence], **columns) for f in funcs}
-    assert rewards["f1"] == [1.0, 1.0]  # eq. 3
+    assert rewards["f1_r_search"] == [1.0, 1.0]  # eq. 3
     assert rewards["evidence_r_search"] == [1.0, 0.0]  # eq. 4
     assert rewards["format_r_search"] == pytest.approx([0.4, 0.2])  # eq. 5
     assert answerer.prompts == [protocol.evidence_prompt("Capital of France?", "Paris is the capital of France.")]

@@ -15,7 +15,8 @@ Side by side (all metrics take the best score over the golden answers; a None pr
                      other side is the same word.
     cem              SQuAD normalisation; 1 when a golden answer occurs in the prediction as a contiguous run of
                      whole words ("1" does not cover "1990").
-    em:r1_searcher   R1-Searcher normalisation (below); otherwise as em.
+    em:r1_searcher   R1-Searcher normalisation (below); otherwise as em (but, as the released code, an empty
+                     answer matches a golden answer that normalises to nothing, such as "The").
     f1:r1_searcher   R1-Searcher normalisation; otherwise as f1 (same yes/no rule).
     cem:r1_searcher  R1-Searcher normalisation; 1 when every word of a golden answer appears somewhere among the
                      prediction's words, in any order and not necessarily adjacent (a bag-of-words test). This is

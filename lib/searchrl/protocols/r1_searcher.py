@@ -78,7 +78,8 @@ class R1SearcherProtocol(SearchProtocol):
         return f"{reasoning.replace('{answer}', answer)} {self.think_close}\n{self.answer_open} {answer} {self.answer_close}"
 
     def parse(self, text: str) -> Parsed:
-        """Queries, the answer, and R1-Searcher's three format rules (section 2.2.1)."""
+        """Queries, the answer, and R1-Searcher's three format rules (section 2.2.1). With several answer spans
+        the last one is the answer scored."""
         view = self.model_view(text)
         answers = closed_spans(view, self.answer_open, self.answer_close)
         answer = answers[-1].strip() if answers else None

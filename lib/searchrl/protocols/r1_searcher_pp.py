@@ -49,7 +49,9 @@ _SYMBOLS = {
 }
 # The format rule of section 4.2.1 (eq. 3), structural part: a query is enclosed in the external-search tags and
 # is not empty; search results only ever follow a query ("prohibited from generating document content directly
-# without first invoking retrieval"); internal-knowledge spans are closed and not empty. Free text between.
+# without first invoking retrieval"). Ours, beyond eq. 3: internal-knowledge spans must be closed and not empty (the
+# paper's rule names only the search tags; an unclosed span would otherwise hide the answer from the parser).
+# Free text between.
 _GRAMMAR = re.compile(r"(?:x|Ixi|ExeO)*")
 
 

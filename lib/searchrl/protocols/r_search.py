@@ -96,7 +96,8 @@ class RSearchProtocol(SearchProtocol):
         return text + f"{self.answer_open} {answer} {self.answer_close}"
 
     def parse(self, text: str) -> Parsed:
-        """Queries, evidence, answer, and the format rules: one answer box, one evidence box when searched."""
+        """Queries, evidence, answer, and the format rules: one answer box, one evidence box when searched. With
+        several boxes the last one is the answer (or evidence) scored; the format rule then fails."""
         view = self.model_view(text)
         queries = nonempty(closed_spans(view, self.query_open, self.query_close))
         answers = closed_spans(view, self.answer_open, self.answer_close)

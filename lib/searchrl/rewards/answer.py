@@ -1,7 +1,11 @@
 """Answer rewards: EM / cover-EM / F1 of the parsed answer against the golden answers, and the papers' variants.
 
 - Search-R1 eq. 3: EM of the extracted answer (`em`).
-- R1-Searcher eq. 4 / R-Search eq. 3: word-level F1 (`f1`).
+- R1-Searcher eq. 4: word-level F1 (`f1`), with HotpotQA's rule that a yes/no answer or reference only matches
+  itself (as R1-Searcher's released evaluation scores); R-Search eq. 3: the same F1 without that rule (`f1_r_search`,
+  as R-Search's released code scores).
+- Cover-EM here is a contiguous run of whole words after SQuAD normalisation; R1-Searcher's released evaluation uses
+  a bag-of-words test (`searchrl.scoring`, `cem:r1_searcher`), so `cem_pm1` is the equation's reading, not its code's.
 - R1-Searcher eq. 5 (the answer-reward ablation of Table 5): +1 when EM (resp. CEM) holds, -1 otherwise (`em_pm1`,
   `cem_pm1`). The paper uses F1 directly as its own reward in that ablation, so there is no +-1 form of F1.
 - R1-Searcher++ eq. 4: cover-EM that counts as wrong when the answer exceeds 10 words (`cem_10w`).
@@ -42,6 +46,7 @@ class AnswerReward(RewardFunction):
         max_words: int | None = None,
         whole_words: bool = True,
         needs_support: bool = False,
+        closed_answers_match_only_themselves: bool = True,
     ) -> None:
         super().__init__(name, protocol)
         if metric not in METRICS:
@@ -55,6 +60,7 @@ class AnswerReward(RewardFunction):
         self.max_words = max_words
         self.whole_words = whole_words
         self.needs_support = needs_support
+        self.closed_answers_match_only_themselves = closed_answers_match_only_themselves
 
     def score_answer(self, answer: str | None, golden_answers: list[str]) -> float:
         """The reward of one answer (None: no answer found)."""
@@ -62,6 +68,9 @@ class AnswerReward(RewardFunction):
             value = 0.0
         elif self.metric == "cem":
             value = cover_exact_match(answer, golden_answers, whole_words=self.whole_words)
+        elif self.metric == "f1":
+            value = f1_score(answer, golden_answers,
+                             closed_answers_match_only_themselves=self.closed_answers_match_only_themselves)
         else:
             value = METRICS[self.metric](answer, golden_answers)
         if self.plus_minus_one:
@@ -83,7 +92,8 @@ class AnswerReward(RewardFunction):
 
 REWARDS.register("em", RewardSpec(AnswerReward, {"metric": "em"}), doc="exact match of the answer (Search-R1 eq. 3)")
 REWARDS.register("cem", RewardSpec(AnswerReward, {"metric": "cem"}), doc="cover exact match: a golden answer inside the answer")
-REWARDS.register("f1", RewardSpec(AnswerReward, {"metric": "f1"}), doc="word-level F1 of the answer (R1-Searcher eq. 4, R-Search eq. 3)")
+REWARDS.register("f1", RewardSpec(AnswerReward, {"metric": "f1"}), doc="word-level F1 of the answer, yes/no only matching itself (R1-Searcher eq. 4)")
+REWARDS.register("f1_r_search", RewardSpec(AnswerReward, {"metric": "f1", "closed_answers_match_only_themselves": False}), doc="word-level F1 of the answer without the yes/no rule (R-Search eq. 3)")
 REWARDS.register("em_pm1", RewardSpec(AnswerReward, {"metric": "em", "plus_minus_one": True}), doc="+1 on exact match, else -1 (R1-Searcher eq. 5)")
 REWARDS.register("cem_pm1", RewardSpec(AnswerReward, {"metric": "cem", "plus_minus_one": True}), doc="+1 on cover match, else -1 (R1-Searcher eq. 5)")
 REWARDS.register("cem_10w", RewardSpec(AnswerReward, {"metric": "cem", "max_words": 10}), doc="cover match, wrong beyond 10 words (R1-Searcher++ eq. 4)")

@@ -291,7 +291,9 @@ class EvidenceReward(RewardFunction):
                     f"reward {self.__name__!r}: the answerer returned {len(answers)} answers for {len(judged)} prompts"
                 )
             for (i, _), answer in zip(judged, answers):
-                rewards[i] = f1_score("" if answer is None else str(answer), samples[i].golden_answers)
+                # R-Search eq. 4 is plain word F1: no yes/no rule (R-Search's released code scores it so too)
+                rewards[i] = f1_score("" if answer is None else str(answer), samples[i].golden_answers,
+                                      closed_answers_match_only_themselves=False)
         log_metric = kwargs.get("log_metric")
         if callable(log_metric) and samples:
             log_metric(f"{self.__name__}/judged_fraction", len(judged) / len(samples))

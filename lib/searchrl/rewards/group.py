@@ -123,7 +123,8 @@ class GroupReward(RewardFunction):
     def score(self, samples: list[Sample], prompts: list[Any] | None, kwargs: dict[str, Any]) -> list[float | None]:
         keys = self.group_keys(prompts, kwargs, len(samples))
         correct = self.correctness.score(samples, prompts, kwargs)
-        local = [(key, s.num_searches, value > 0) for key, s, value in zip(keys, samples, correct)]
+        # eq. 5 counts a response as correct when R_answer = 1 (a partial F1 is not correct)
+        local = [(key, s.num_searches, value >= 1.0) for key, s, value in zip(keys, samples, correct)]
         parts, rank = gather_across_processes(local)
         if not 0 <= rank < len(parts) or len(parts[rank]) != len(local):
             raise RuntimeError(f"reward {self.__name__!r}: the gathered batch does not contain this process's slice")

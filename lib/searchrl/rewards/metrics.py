@@ -13,8 +13,9 @@ from collections.abc import Sequence
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
-# FlashRAG/SQuAD-2 convention: a yes/no/noanswer prediction or reference only ever matches itself, because word
-# overlap between "no" and "no it is not" would otherwise give partial credit for the opposite answer.
+# HotpotQA's official evaluator (and FlashRAG's, and R1-Searcher's): a yes/no/noanswer prediction or reference only
+# ever matches itself, because word overlap between "no" and "no it is not" would otherwise give partial credit for
+# the opposite answer. R-Search's F1 has no such rule (`f1_score(..., closed_answers_match_only_themselves=False)`).
 _CLOSED_ANSWERS = frozenset({"yes", "no", "noanswer"})
 
 
@@ -40,12 +41,21 @@ def as_answer_list(golden_answers: str | Sequence[str]) -> list[str]:
 
 
 def exact_match(prediction: str | None, golden_answers: str | Sequence[str]) -> float:
-    """1.0 when the normalised prediction equals a normalised golden answer, else 0.0."""
+    """1.0 when the normalised prediction equals a normalised golden answer, else 0.0.
+
+    A golden answer that normalises to nothing (e.g. "The") is compared as written, case aside: otherwise an empty
+    answer would match it, and a reward built on EM would pay for answering nothing."""
     answers = as_answer_list(golden_answers)
     if prediction is None:
         return 0.0
     predicted = normalize_answer(prediction)
-    return float(any(predicted == normalize_answer(gold) for gold in answers))
+    for gold in answers:
+        gold_norm = normalize_answer(gold)
+        if gold_norm and predicted == gold_norm:
+            return 1.0
+        if not gold_norm and gold.strip() and prediction.strip().lower() == gold.strip().lower():
+            return 1.0
+    return 0.0
 
 
 def _contains_word_sequence(words: list[str], sequence: list[str]) -> bool:
@@ -91,16 +101,19 @@ def word_f1(predicted: str, gold: str, *, closed_answers_match_only_themselves: 
     return 2.0 * overlap / (len(predicted_words) + len(gold_words))
 
 
-def f1_score(prediction: str | None, golden_answers: str | Sequence[str]) -> float:
+def f1_score(prediction: str | None, golden_answers: str | Sequence[str], *,
+             closed_answers_match_only_themselves: bool = True) -> float:
     """Word-level F1 between the normalised prediction and the best-matching normalised golden answer.
 
-    A yes/no/noanswer prediction or golden answer scores 0 unless the other side is the same word.
+    A yes/no/noanswer prediction or golden answer scores 0 unless the other side is the same word (HotpotQA's
+    evaluator; off for R-Search's F1, which scores "no" against "no it is not" 0.4).
     """
     answers = as_answer_list(golden_answers)
     if prediction is None:
         return 0.0
     predicted = normalize_answer(prediction)
-    return max(word_f1(predicted, normalize_answer(gold)) for gold in answers)
+    return max(word_f1(predicted, normalize_answer(gold),
+                       closed_answers_match_only_themselves=closed_answers_match_only_themselves) for gold in answers)
 
 
 def word_count(text: str | None) -> int:

@@ -39,9 +39,9 @@ REWARD_PRESETS.register("r1_searcher_pp", [("format_r1spp", 1.0), ("cem_10w", 1.
                         doc="R1-Searcher++ eq. 7: format (eq. 3) + answer (eq. 4) + group (eq. 5-6)")
 REWARD_PRESETS.register("r1_searcher_pp_no_group", [("format_r1spp", 1.0), ("cem_10w", 1.0)],
                         doc="R1-Searcher++ Table 2 ablation 'w/o R_group'")
-REWARD_PRESETS.register("r_search", [("f1", 1.0), ("evidence_r_search", 1.0), ("format_r_search", 1.0)],
+REWARD_PRESETS.register("r_search", [("f1_r_search", 1.0), ("evidence_r_search", 1.0), ("format_r_search", 1.0)],
                         doc="R-Search eq. 6: answer F1 (eq. 3) + evidence F1 (eq. 4) + format (eq. 5)")
-REWARD_PRESETS.register("r_search_no_evidence", [("f1", 1.0), ("format_r_search_no_evidence", 1.0)],
+REWARD_PRESETS.register("r_search_no_evidence", [("f1_r_search", 1.0), ("format_r_search_no_evidence", 1.0)],
                         doc="R-Search Table 3 ablation 'w/o Evidence'")
 
 
