@@ -298,7 +298,13 @@ def test_local_judge_runs_greedily_and_returns_zero_or_one(tiny_policy):
     # greedy: the same chats give the same replies
     chats = [[{"role": "user", "content": judge_prompt(r["question"], r["golden_answers"], r["prediction"])}]
              for r in rows]
-    assert judge.complete(chats) == judge.complete(chats)
+    replies = judge.complete(chats)
+    assert replies == judge.complete(chats)
+    # each batched reply is its own chat's: left padding leaves every row continuing where it would alone
+    assert replies == LocalJudge(model, tokenizer, name="local:tiny", batch_size=1, max_new_tokens=4).complete(chats)
+    # a reply holds only the new tokens, never the prompt, and the verdict is what the reply says
+    assert not any(r["question"] in reply for r, reply in zip(rows, replies))
+    assert all(r["judge"] == parse_verdict(r["judge_raw"]).correct for r in rows if r["prediction"].strip())
 
 
 def test_local_setting_loads_a_model_by_name():

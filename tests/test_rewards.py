@@ -521,7 +521,7 @@ def test_evidence_reward_does_not_load_a_model_until_used(monkeypatch):
 
 @pytest.mark.slow
 def test_evidence_reward_with_the_bundled_model():
-    pytest.importorskip("searchrl.models")
+    # The real answerer reads the evidence and answers from it: "Paris" (F1 1), or a longer phrase holding it
     fn = make_reward("evidence_r_search", PROTOCOL, max_new_tokens=8)
     completion = searched(
         "q", "d", "<original_evidence>Paris is the capital of France.</original_evidence><answer>Paris</answer>"
@@ -529,7 +529,7 @@ def test_evidence_reward_with_the_bundled_model():
     rewards = fn(
         prompts=["p"], completions=[completion], golden_answers=[["Paris"]], question=["What is the capital of France?"]
     )
-    assert len(rewards) == 1 and 0.0 <= rewards[0] <= 1.0
+    assert len(rewards) == 1 and rewards[0] >= 0.5
 
 
 # ------------------------------------------------------------------------------------------------ registry
@@ -592,14 +592,9 @@ def test_make_preset_builds_functions_and_weights():
 
 
 def _protocol(name: str):
-    try:
-        from searchrl.protocols import get_protocol
-    except ImportError:
-        pytest.skip("searchrl.protocols.get_protocol is not available yet")
-    try:
-        return get_protocol(name)
-    except (KeyError, ValueError, ImportError) as err:
-        pytest.skip(f"protocol {name!r} is not available yet: {err}")
+    from searchrl.protocols import get_protocol
+
+    return get_protocol(name)
 
 
 def _doc():

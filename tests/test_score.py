@@ -126,6 +126,11 @@ def test_bag_of_words_cover_contains_ours_without_punctuation(prediction, gold):
         assert cover_exact_match_r1_searcher(prediction, gold) == 1.0
 
 
+def test_bag_of_words_cover_holds_where_ours_does_and_beyond():
+    assert cover_exact_match("b xy z", "xy") == cover_exact_match_r1_searcher("b xy z", "xy") == 1.0
+    assert cover_exact_match("z y x", "x y") == 0.0 and cover_exact_match_r1_searcher("z y x", "x y") == 1.0
+
+
 # -- the registry ------------------------------------------------------------------------------------------------
 
 

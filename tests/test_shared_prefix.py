@@ -122,16 +122,18 @@ def test_too_short_a_shared_prefix_leaves_the_pass_to_trl(fused_policy):
     assert shared_prefix_logps(fused_policy, ids, mask, keep, min_prefix=16) is None
 
 
-def test_gradient_checkpointing_keeps_the_pass_correct(fused_policy):
-    # Checkpointed layers may run without the cache in training; the pass must then be TRL's or equal to it.
+def test_gradient_checkpointing_leaves_the_pass_to_trl(fused_policy):
+    # Checkpointed layers run without the cache in training, so the prefix's keys and values never reach the rows:
+    # the shared pass must notice and hand the micro-batch back to TRL's own pass (None) rather than use a short cache.
     model = copy.deepcopy(fused_policy)
     model.activation_checkpointing_enable()
     model.train()
     ids, mask, keep = left_padded_batch(list(range(10, 40)), [[41], [42, 43]], [[50, 51, 52], [53, 54, 55]], [3, 2])
+    assert shared_prefix_logps(model, ids, mask, keep, min_prefix=8) is None
+    model.activation_checkpointing_disable()  # the same batch without checkpointing takes the shared pass
     shared = shared_prefix_logps(model, ids, mask, keep, min_prefix=8)
-    if shared is not None:
-        reference, _ = trl_pass(model, ids, mask, keep)
-        assert torch.allclose(shared[0], reference, atol=1e-5)
+    reference, _ = trl_pass(model, ids, mask, keep)
+    assert shared is not None and torch.allclose(shared[0], reference, atol=1e-5)
 
 
 def test_a_lora_policy_gets_the_same_values_and_adapter_gradients(tiny_policy):

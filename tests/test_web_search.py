@@ -313,6 +313,9 @@ def test_the_model_summariser_prompts_the_model_with_the_search_and_the_page(tin
     finally:
         del model.generate
     assert seen == [prompt] and isinstance(summary, str)
+    # the summary is the model's new tokens only: at most 3 of them, none of the page or the instruction
+    assert len(tokenizer(summary, add_special_tokens=False)["input_ids"]) <= 3 + 2  # +2: re-tokenising may split
+    assert LONG_PAGE[:40] not in summary and FOUNDING not in summary and "helping someone" not in summary
 
 
 def test_fetched_pages_replace_snippets_and_unreadable_pages_keep_them(api):
