@@ -16,11 +16,12 @@ def varied_reward(prompts, completions, **kwargs):
 
 
 def one_step(tmp_path, policy_path, tokenizer, loss_type: str, micro: int, grouped: bool = False,
-             seen: list | None = None, shared: bool = False) -> tuple[dict, dict]:
+             seen: list | None = None, shared: bool = False, checkpointing: bool = False) -> tuple[dict, dict]:
     cfg = RunConfig(prompts_per_step=1, num_generations=4, micro_batch_size=micro, loss_type=loss_type, rl_steps=1,
                     learning_rate=1e-3, save_steps=100, device="cpu", max_completion_tokens=96, health_action="off",
-                    length_grouped_micro_batches=grouped, shared_prefix=shared)
-    args = grpo_args(cfg, tmp_path / f"{loss_type}-{micro}-{grouped}-{shared}")
+                    length_grouped_micro_batches=grouped, shared_prefix=shared,
+                    activation_checkpointing=checkpointing)
+    args = grpo_args(cfg, tmp_path / f"{loss_type}-{micro}-{grouped}-{shared}-{checkpointing}")
     args.save_strategy = "no"
     rows = [{"id": "q0", "question": "When was Entity1 founded?", "golden_answers": ["1901"], "metadata": {}}]
     trainer = scripted_trainer(policy_path, tokenizer, args, rows, [varied_reward])
@@ -33,6 +34,7 @@ def one_step(tmp_path, policy_path, tokenizer, loss_type: str, micro: int, group
 
         trainer.compute_loss = recording
     trainer.train()
+    assert trainer.model.is_activation_checkpointing is checkpointing  # the setting reached the policy
     logged = next(entry for entry in trainer.state.log_history if "loss" in entry)
     return logged, {k: v.detach().clone() for k, v in trainer.model.named_parameters()}
 
@@ -86,6 +88,22 @@ def test_a_shared_prefix_makes_the_same_update(tmp_path, tiny_policy_path, token
     assert shared["grad_norm"] == pytest.approx(full["grad_norm"], rel=1e-4)
     for name, weight in full_weights.items():
         torch.testing.assert_close(shared_weights[name], weight, rtol=1e-4, atol=2e-5)
+
+
+def test_activation_checkpointing_makes_the_same_update(tmp_path, tiny_policy_path, tokenizer):
+    # Recomputing the blocks' activations in the backward pass changes memory, not the gradient.
+    plain, plain_weights = one_step(tmp_path, tiny_policy_path, tokenizer, "dapo", 2)
+    kept, kept_weights = one_step(tmp_path, tiny_policy_path, tokenizer, "dapo", 2, checkpointing=True)
+    assert kept["grad_norm"] == pytest.approx(plain["grad_norm"], rel=1e-4)
+    for name, weight in plain_weights.items():
+        torch.testing.assert_close(kept_weights[name], weight, rtol=1e-4, atol=2e-5)
+
+
+def test_activation_checkpointing_is_one_setting_for_the_cold_start_and_rl(tmp_path):
+    for on in (False, True):
+        cfg = RunConfig(activation_checkpointing=on)
+        assert grpo_args(cfg, tmp_path).activation_checkpointing is on
+        assert sft_args(cfg, tmp_path).activation_checkpointing is on
 
 
 def test_micro_batches_map_to_trl_arguments_and_a_size_that_does_not_divide_the_step_fails(tmp_path):

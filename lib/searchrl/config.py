@@ -231,6 +231,11 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     once. A smaller value splits each step into micro-batches whose gradients are summed before the one optimizer
     step: the same update with less peak memory (an RL step of 8 rollouts of up to 512 tokens peaks near 14 GB on a
     CPU without it). Must divide prompts_per_step x num_generations."""
+    activation_checkpointing: bool = False
+    """Keep only each decoder block's input in the forward pass and recompute the rest during the backward pass,
+    in the cold start and RL alike: most of the activation memory for about a third more compute per training pass.
+    For a policy that does not fit otherwise (the papers' 3B-8B models; a laptop with little memory), and with
+    micro_batch_size, which cuts activations too. The shared-prefix pass hands such passes to TRL."""
     length_grouped_micro_batches: bool = False
     """Cut each step's rollouts into micro-batches of similar length and drop the columns that are padding in all
     their rows, instead of TRL's shuffled micro-batches that each carry the padding of the step's longest rollout.

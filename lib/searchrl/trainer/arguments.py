@@ -16,9 +16,10 @@ from searchrl.config import RunConfig
 
 
 def hardware_args(cfg: RunConfig) -> dict[str, Any]:
-    """`use_cpu` and `bf16` for a transformers Trainer, from the run's `device` and `bf16`."""
+    """What a transformers Trainer needs to know of the machine and its memory, from the run's `device`, `bf16` and
+    `activation_checkpointing`: the cold start and RL take the same values."""
     on_cpu = cfg.device == "cpu" or (cfg.device == "auto" and not torch.cuda.is_available())
-    return {"use_cpu": on_cpu, "bf16": cfg.bf16}
+    return {"use_cpu": on_cpu, "bf16": cfg.bf16, "activation_checkpointing": cfg.activation_checkpointing}
 
 
 def grpo_args(cfg: RunConfig, output_dir: str | Path, *, max_steps: int | None = None,
@@ -58,7 +59,7 @@ def grpo_args(cfg: RunConfig, output_dir: str | Path, *, max_steps: int | None =
         save_strategy="steps", save_total_limit=2, report_to=cfg.report_to, use_vllm=cfg.use_vllm,
         vllm_mode=cfg.vllm_mode, vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
         vllm_server_base_url=cfg.vllm_server_url or None,
-        activation_checkpointing=False, disable_tqdm=True,  # the run's own step bar replaces TRL's (progress.py)
+        disable_tqdm=True,  # the run's own step bar replaces TRL's (progress.py)
         **hardware_args(cfg),
     )
 
@@ -97,8 +98,8 @@ def sft_args(cfg: RunConfig, output_dir: str | Path, *, batch_size: int = 8, max
         seed=cfg.seed, logging_steps=5,
         train_sampling_strategy="group_by_length" if cfg.sft_group_by_length else "random",
         report_to=cfg.report_to, save_strategy="no",
-        # SFTConfig turns activation checkpointing on by default; a small model on a CPU only pays for it.
-        activation_checkpointing=False, disable_tqdm=True,
+        # hardware_args sets activation checkpointing: SFTConfig's default (on) only costs a small model compute.
+        disable_tqdm=True,
         **hardware_args(cfg),
     )
 
