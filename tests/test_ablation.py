@@ -40,7 +40,8 @@ class FakeWork:
         arm = folder.parent.name
         self.runs.append((arm, cfg.seed, str(start)))
         failing = (arm, cfg.seed) == self.fail_at
-        if trained_policy(cfg, folder) is None:  # as ExperimentWork: a policy trained before is only evaluated
+        # as ExperimentWork: a policy trained before is only evaluated, and an arm without RL only evaluates
+        if cfg.rl_steps > 0 and trained_policy(cfg, folder) is None:
             history = MetricsHistory(folder)
             for step in (1, 2):
                 history.append({"reward": step + cfg.seed, "search/searches_per_sample": 1.0}, step=step)
@@ -136,6 +137,18 @@ def test_an_arm_stopped_during_evaluation_keeps_its_trained_policy(tmp_path):
     Ablation(_cfg(tmp_path), ARMS, seeds=[0], work=work, run_dir=tmp_path / "run").run()
     assert (folder / "kept").exists() and (folder / "done.json").exists()  # the folder was continued, not wiped
     assert MetricsHistory(folder).to_frame()["step"].tolist() == [1, 2]
+
+
+def test_an_arm_without_rl_stopped_during_evaluation_keeps_its_folder(tmp_path):
+    # The cold start alone (no RL stage) has no checkpoint to show; what it leaves is evaluation records to continue
+    arms = {"sft": {"rl_steps": 0}}
+    work = FakeWork(fail_at=("sft", 0), fail_in="evaluation")
+    with pytest.raises(RuntimeError, match="killed mid-arm"):
+        Ablation(_cfg(tmp_path), arms, seeds=[0], work=work, run_dir=tmp_path / "run").run()
+    folder = arm_folder(tmp_path / "run", "sft", 0)
+    (folder / "kept").write_text("")
+    Ablation(_cfg(tmp_path), arms, seeds=[0], work=work, run_dir=tmp_path / "run").run()
+    assert (folder / "kept").exists() and (folder / "done.json").exists()
 
 
 def test_resuming_with_changed_arm_settings_is_refused(tmp_path):

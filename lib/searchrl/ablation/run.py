@@ -253,7 +253,12 @@ def _recorded_params(folder: Path) -> dict[str, Any] | None:
 
 
 def _has_resume_state(cfg: RunConfig, folder: Path) -> bool:
-    """Whether an unfinished arm folder holds a complete trainer checkpoint or its final policy to continue from."""
+    """Whether an unfinished arm folder holds a complete trainer checkpoint or its final policy to continue from, or
+    is an arm without RL (nothing to log twice): its evaluation records are continued, not thrown away."""
+    from searchrl.trainer.schedules import rl_schedule
+
+    if not rl_schedule(cfg):
+        return True
     stages = [p for p in (folder / "checkpoints").glob("*") if p.is_dir()]
     return (layout.trained_policy(cfg, folder) is not None
             or any(last_complete_checkpoint(stage)[0] is not None for stage in stages))
