@@ -656,10 +656,34 @@ def _semantic_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     problems.extend(_environment_problems(values))
     if not values["rewards"] and values["rl_steps"] > 0:
         problems.append(("rewards", "rewards is empty but rl_steps > 0; name at least one reward"))
+    if values["rl_steps"] > 0 and values["temperature"] == 0:  # a negative one is reported by rollout_problems
+        problems.append(("temperature", ("temperature is 0 but rl_steps > 0, and RL samples its rollouts, so set "
+                                         "temperature > 0 (e.g. 1.0; evaluation decodes greedily anyway)")))
+    problems += _question_count_problems(values)
     if values["two_stage"] and not 0 < values["stage1_steps"] <= values["rl_steps"]:
         problems.append(
             ("stage1_steps", f"two_stage needs 0 < stage1_steps <= rl_steps, got stage1_steps={values['stage1_steps']}")
         )
+    return problems
+
+
+def _question_count_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Without `benchmarks` a config describes an Experiment (quickstart, the ablations; report reads neither
+    count), which stops before training when its training or evaluation questions are none, so a zero count is
+    refused here. eval_benchmarks passes n_eval 0 on as "all questions" of a released benchmark, which the synthetic
+    one (held_out_rows) does not share."""
+    problems = []
+    benchmarks = values["benchmarks"]
+    if values["n_eval"] == 0 and not benchmarks:
+        why = "n_eval is 0, which leaves no held-out questions for the evaluation every run makes, so set n_eval >= 1"
+        problems.append(("n_eval", why))
+    elif values["n_eval"] == 0 and "synthetic" in benchmarks:
+        why = ("n_eval is 0, which means all questions for a released benchmark but none for the synthetic one in "
+               "benchmarks, so set n_eval >= 1")
+        problems.append(("n_eval", why))
+    if values["n_train"] == 0 and not benchmarks:
+        why = "n_train is 0, which leaves no training questions and a run needs at least one, so set n_train >= 1"
+        problems.append(("n_train", why))
     return problems
 
 
@@ -753,6 +777,7 @@ def _evaluation_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     for name, registry, entries in (("benchmarks", BENCHMARKS, benchmarks),
                                     ("paper_layouts", LAYOUTS, values["paper_layouts"])):
         problems += [(name, f"{name}: {p}") for p in map(registry.problem, entries) if p]
+    problems += [("benchmarks", f"benchmarks: {p}") for p in map(_benchmark_without_questions, benchmarks) if p]
     for entry in values["eval_metrics"]:
         try:
             metric(entry)  # also checks a paper variant's ':' suffix
@@ -767,6 +792,20 @@ def _evaluation_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     if judge:
         problems.append(("judge", f"judge: {judge}"))
     return problems
+
+
+def _benchmark_without_questions(name: str) -> str | None:
+    """A benchmark whose questions come from a file named at load time (`custom`): no RunConfig field can name that
+    file, so the eval_benchmarks notebook would fail when it reaches it."""
+    from searchrl.data.benchmarks import BENCHMARKS, BenchmarkSpec
+
+    if BENCHMARKS.problem(name):
+        return None  # reported as an unknown name already
+    spec = BENCHMARKS.get(name)
+    if not isinstance(spec, BenchmarkSpec) or spec.question_file:
+        return None
+    return (f"{name!r} reads its questions from a file no parameter can name, so remove it here and evaluate it "
+            f"from Python: load_benchmark({name!r}, questions=\"my_questions.jsonl\", corpus=...)")
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -116,6 +116,7 @@ class Experiment:
             world = world_of(cfg)
             self.world = world
             train, evaluation, corpus = world.splits["train"], world.splits[cfg.eval_split], world.corpus
+            eval_source, eval_fix = f"the synthetic world's {cfg.eval_split!r} split", "raise n_eval or world_entities"
         else:
             from searchrl.data.loaders import load_corpus, load_qa
 
@@ -125,12 +126,18 @@ class Experiment:
             random.Random(0).shuffle(rows)  # the held-out cut must not move with the training seed
             cut = max(1, len(rows) - cfg.n_eval)
             train, evaluation, corpus = rows[:cut], rows[cut:], load_corpus(cfg.corpus)
+            eval_source = f"{cfg.dataset} ({len(rows)} questions, at least one of them kept for training)"
+            eval_fix = "raise n_eval, or give a dataset file with more questions"
         train = balanced_take(train, cfg.n_train, cfg.train_question_types or None, cfg.seed, cfg.train_max_hops)
         evaluation = held_out_rows(evaluation, cfg)
-        if not train or not evaluation:
-            raise ValueError(f"no questions left after filtering: {len(train)} train, {len(evaluation)} eval "
-                             f"(train_question_types={cfg.train_question_types}, "
-                             f"train_max_hops={cfg.train_max_hops})")
+        if not evaluation:
+            raise ValueError(f"no evaluation questions: n_eval={cfg.n_eval} took none from {eval_source}; {eval_fix}")
+        if not train:
+            fix = ("raise n_train" if cfg.n_train == 0 else
+                   "widen train_question_types (empty: all types) or raise train_max_hops (0: no limit)")
+            raise ValueError(f"no training questions: n_train={cfg.n_train} with "
+                             f"train_question_types={cfg.train_question_types} and "
+                             f"train_max_hops={cfg.train_max_hops} kept none; {fix}")
         return corpus, train, evaluation
 
     def data_summary(self) -> dict:

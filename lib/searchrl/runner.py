@@ -608,6 +608,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _seeds_flag_problem(plan: RunPlan) -> str | None:
+    """Why --seeds cannot run `plan`'s notebook, or None. An ablation notebook (the only kind with `arms`; the others
+    never read `seeds`) runs every arm over its own `seeds` parameter, which wins over the `seed` --seeds sets: each
+    run would repeat the whole ablation, and none writes the eval/table.json the spread over seeds is built from."""
+    cfg = plan.config
+    if not cfg.arms:
+        return None
+    return (f"--seeds cannot run {plan.name}, an ablation whose arms ({', '.join(map(str, cfg.arms))}) all run over "
+            f"its own seeds parameter (now {cfg.seeds or [cfg.seed]}), so give the seeds with -p seeds \"[0, 1, 2]\" "
+            "instead of --seeds")
+
+
 def _run_seeds(args: argparse.Namespace, overrides: dict[str, Any], command: list[str]) -> int:
     """One run per seed; a failed seed is reported and the others still run. Then the spread over seeds."""
     from searchrl.rundir import create_run_dir
@@ -620,6 +632,9 @@ def _run_seeds(args: argparse.Namespace, overrides: dict[str, Any], command: lis
     names = {seed: f"{args.run_name or 'seeds'}-seed{seed}" for seed in args.seeds}
     plans = [plan_run(args.notebook, args.files, {**overrides, "seed": seed}, output_root=args.output_root,
                       run_name=names[seed]) for seed in args.seeds]  # every seed checked before the first runs
+    problem = _seeds_flag_problem(plans[0])
+    if problem:
+        raise ConfigError(problem)
     run_dirs, failed = {}, []
     for seed in args.seeds:
         print(f"\n=== seed {seed} ({len(run_dirs) + len(failed) + 1} of {len(args.seeds)}) ===", flush=True)

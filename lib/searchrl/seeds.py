@@ -48,7 +48,13 @@ def seed_tables(run_dirs: dict[int, Path]) -> pd.DataFrame:
         if rows:
             frames.append(pd.DataFrame(rows).assign(seed=seed, run=str(run_dir)))
     if not frames:
-        raise ValueError("none of the runs wrote an evaluation table (eval/table.json)")
+        ablations = [str(run_dir) for run_dir in run_dirs.values() if (Path(run_dir) / "ablation.json").is_file()]
+        if ablations:  # an ablation reports its seeds itself, in its own run folder (eval_table.csv, verdicts.csv)
+            raise ValueError(f"none of the runs wrote an evaluation table (eval/table.json): {', '.join(ablations)} "
+                             "are ablation runs, so give an ablation its seeds with -p seeds \"[0, 1, 2]\" and read "
+                             "its eval_table.csv instead")
+        raise ValueError("none of the runs wrote an evaluation table (eval/table.json), so give run folders of a "
+                         "notebook that evaluates its stages (e.g. quickstart) whose runs completed")
     return pd.concat(frames, ignore_index=True)
 
 

@@ -49,10 +49,17 @@ def resolve_runs(runs: Sequence[str], output_root: str | Path = "outputs") -> li
                                     "notebook first, or list run folders in report_runs")
         return found
     folders = [Path(r).expanduser() for r in runs]
-    bad = [str(f) for f in folders if not is_ablation_run(f)]
+    bad = [_not_a_run(f) for f in folders if not is_ablation_run(f)]
     if bad:
-        raise FileNotFoundError(f"not ablation run folders (no ablation.json): {', '.join(bad)}")
+        raise FileNotFoundError(f"not ablation run folders (no ablation.json): {'; '.join(bad)}; list in report_runs "
+                                "the run folders outputs/<ablation notebook>/<run>, the ones holding ablation.json")
     return folders
+
+
+def _not_a_run(folder: Path) -> str:
+    """`folder`, and the ablation run folder above it when it lies inside one (an arm's or a cold start's folder)."""
+    enclosing = next((parent for parent in folder.resolve().parents if is_ablation_run(parent)), None)
+    return str(folder) if enclosing is None else f"{folder} (inside the run folder {enclosing}: give that instead)"
 
 
 def _notebook_of(run: Path) -> str:

@@ -56,7 +56,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from searchrl.data.loaders import corpus_from_traces, default_data_dir, load_corpus, load_qa, pooled_corpus
+from searchrl.data.loaders import (
+    DATA_ENV_VAR,
+    corpus_from_traces,
+    default_data_dir,
+    load_corpus,
+    load_qa,
+    pooled_corpus,
+)
 from searchrl.data.schema import Doc, QARow
 from searchrl.registry import Registry, is_import_path
 
@@ -330,7 +337,9 @@ def _resolve_data_dir(folder: Path | None, benchmark: str) -> Path:
             f"benchmark {benchmark!r} reads released data files, and no data folder was found: pass data_dir=, "
             f"set $SEARCHRL_DATA, or put the folder at ../shared/data beside the repository")
     if not folder.is_dir():
-        raise FileNotFoundError(f"benchmark {benchmark!r}: the data folder {folder} does not exist")
+        raise FileNotFoundError(f"benchmark {benchmark!r}: the data folder {folder} does not exist; point data_dir "
+                                f"at the folder holding the released benchmark files, or leave data_dir empty to use "
+                                f"${DATA_ENV_VAR} (else ../shared/data)")
     return folder
 
 

@@ -75,8 +75,11 @@ def tokenize_sft(items: Sequence[Mapping], tokenizer, max_length: int = 1024) ->
         logger.warning("tokenize_sft: dropped %d of %d items longer than max_length=%d tokens", too_long, len(items),
                        max_length)
     if not columns["input_ids"]:
-        raise ValueError(f"every item is longer than max_length={max_length} tokens; raise max_length (a "
-                         "synthetic-world passage is ~150 tokens, a prompt ~250)")
+        # The cold start's max_length is fixed in trainer.arguments.sft_args, so a run shortens its demonstrations
+        # instead; raising max_length is open only to Python callers of tokenize_sft / sft_args.
+        raise ValueError(f"every item is longer than max_length={max_length} tokens, so shorten the demonstrations: "
+                         "lower top_k, world_passage_words or max_searches (a synthetic-world passage is ~150 tokens, "
+                         "a prompt ~250), or from Python raise max_length of tokenize_sft / sft_args")
     return Dataset.from_dict(columns)
 
 
