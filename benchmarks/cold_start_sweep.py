@@ -47,7 +47,7 @@ def main() -> None:
     for k in range(args.chunks):
         start = time.perf_counter()
         log = sft_train(model, exp.tokenizer, items[k * args.chunk:(k + 1) * args.chunk],
-                        sft_args(cfg, exp.run_dir / "sft"))
+                        sft_args(cfg, exp.run_dir / "sft"), stage_bar=f"cold start, chunk {k + 1} of {args.chunks}")
         summary = exp.evaluate(model, f"sft{(k + 1) * args.chunk}").summary()
         results.append({"examples": (k + 1) * args.chunk, "seconds": round(time.perf_counter() - start, 1),
                         "loss": round(log["train_loss"], 3),

@@ -116,7 +116,7 @@ def main() -> None:
                     learning_rate=args.lr, per_device_train_batch_size=args.batch, max_length=128, seed=0,
                     logging_steps=10, report_to="none", save_strategy="no", activation_checkpointing=False,
                     disable_tqdm=True, use_cpu=True, bf16=False)
-    log = sft_train(model, tokenizer, items, sft)
+    log = sft_train(model, tokenizer, items, sft, stage_bar="fact statements")
     print(f"cold start: {log['steps']} steps, loss {log['train_loss']:.3f}, {log['seconds']:.0f}s; after", flush=True)
     after = {"internal": recall(model, tokenizer, internal, args.new_tokens, args.span),
              "external (control)": recall(model, tokenizer, external, args.new_tokens, 0)}

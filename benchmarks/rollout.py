@@ -114,9 +114,15 @@ def main() -> None:
     totals = {"search": 0.0, "unshared": 0.0, "reprefill": 0.0, "plain_uniform": 0.0, "plain_matched": 0.0,
               "plain_own_matched": 0.0}
     sampled, searches, per_row = 0, 0, []
+    # What each timed pass is, for the line said as it starts: on a CPU one pass can take minutes.
+    passes = {"search": "search rollouts (KV cache kept, common prompt opening prefilled once)",
+              "unshared": "search rollouts (KV cache kept, every prompt prefilled whole)",
+              "reprefill": "search rollouts (every turn re-prefilled)",
+              "plain": "plain generation of the same token counts (matched and uniform lengths)"}
     for repeat in range(args.repeats):
         # The same seed for both rollouts: both generators sample the same trajectories, so only speed differs.
         for key in ("search", "unshared", "reprefill"):
+            print(f"repeat {repeat + 1} of {args.repeats}: {passes[key]}", flush=True)
             torch.manual_seed(repeat)
             t0 = time.perf_counter()
             trajs = engines[key].run(prompts)
@@ -125,6 +131,7 @@ def main() -> None:
         sampled += sum(lengths)
         searches += sum(t.num_searches for t in trajs)
         per_row.append(lengths)
+        print(f"repeat {repeat + 1} of {args.repeats}: {passes['plain']}", flush=True)
         # Baselines with the same sampled tokens: row i samples its own count (matched), or all rows the mean.
         totals["plain_matched"] += plain_generate(lengths)
         totals["plain_own_matched"] += plain_own(lengths)

