@@ -248,6 +248,18 @@ def test_ircot_step_limit_forces_an_answer(tokenizer):
     assert df.loc["q1", "format_ok"] and df.loc["q1", "searches"] == 1
 
 
+def test_ircot_shows_the_step_each_batch_is_on(tokenizer, monkeypatch):
+    # a batch of IRCoT runs several retrieve-and-generate steps before the question bar moves
+    from searchrl.baselines.harness import BaselineRun
+
+    seen = []
+    monkeypatch.setattr(BaselineRun, "show_step", lambda self, text: seen.append(text))
+    scripts = [["Entity1 is old.", "It is very old.", "1901."], ["So the answer is: 1902."]]
+    _run("ircot", tokenizer, scripts, demos=None, max_steps=2)
+    assert seen == ["step 1 of at most 2, 2 reasoning", "step 2 of at most 2, 1 reasoning",
+                    "answering for 1 without an answer"]
+
+
 def test_ircot_without_forced_answer_leaves_it_unanswered(tokenizer):
     result, _, _ = _run("ircot", tokenizer, [["Entity1 is old."], ["So the answer is: 1902."]], demos=None,
                         max_steps=1, force_answer=False)

@@ -88,8 +88,10 @@ class BaselineRun:
 
     def batches(self, records: list[dict]) -> Iterator[list[Mapping]]:
         """The rows in batches of `batch_size`, under a progress bar whose postfix shows the running scores of
-        `records` (the list the caller appends each question's record to)."""
-        bar = progress_bar(total=len(self.rows), desc=self.desc, unit="question", disable=not self.progress)
+        `records` (the list the caller appends each question's record to), and the batch's step (`show_step`)."""
+        self._bar = bar = progress_bar(total=len(self.rows), desc=self.desc, unit="question",
+                                       disable=not self.progress)
+        self._scores: dict[str, str] = {}
         try:
             for lo in range(0, len(self.rows), self.batch_size):
                 batch = self.rows[lo: lo + self.batch_size]
@@ -97,10 +99,19 @@ class BaselineRun:
                 bar.update(len(batch))
                 if records:
                     scored = pd.DataFrame(records)
-                    bar.set_postfix({"em": f"{scored['em'].mean():.3f}", "f1": f"{scored['f1'].mean():.3f}",
-                                     "searches": f"{scored['searches'].mean():.2f}"})
+                    self._scores = {"em": f"{scored['em'].mean():.3f}", "f1": f"{scored['f1'].mean():.3f}",
+                                    "searches": f"{scored['searches'].mean():.2f}"}
+                bar.set_postfix(self._scores)
         finally:
             bar.close()
+            self._bar = None
+
+    def show_step(self, text: str) -> None:
+        """Say what the current batch is doing in the bar's postfix (a multi-step baseline's batch can take
+        minutes, and the bar only moves when the batch ends); nothing outside `batches`."""
+        bar = getattr(self, "_bar", None)
+        if bar is not None:
+            bar.set_postfix({**self._scores, "now": text})
 
     def result(self, records: list[dict], *, protocol: str, rollout: RolloutConfig, started: float,
                **settings: Any) -> EvalResult:

@@ -172,6 +172,7 @@ def ircot(run: BaselineRun, *, max_steps: int = 5, max_step_tokens: int = 40, ma
                 active = [c for c in chains if not c.finish]
                 if not active:
                     break
+                run.show_step(f"step {step + 1} of at most {max_steps}, {len(active)} reasoning")
                 texts = _generate(run, generator, shown, active, [c.reasoning for c in active], step_tokens)
                 searching = []
                 for chain, (text, finish) in zip(active, texts):
@@ -190,6 +191,7 @@ def ircot(run: BaselineRun, *, max_steps: int = 5, max_step_tokens: int = 40, ma
                 _retrieve(engine, searching, [c.sentences[-1] for c in searching], max_docs)
             unanswered = [c for c in chains if c.finish != "answer"]
             if force_answer and unanswered:
+                run.show_step(f"answering for {len(unanswered)} without an answer")
                 prefills = [_join(c.reasoning, ANSWER_SENTENCE) for c in unanswered]
                 for chain, (text, _) in zip(unanswered, _generate(run, generator, shown, unanswered, prefills,
                                                                    answer_tokens)):
