@@ -93,11 +93,13 @@ def test_setting_string_errors_say_what_to_fix(monkeypatch):
 class FakeJudgeServer:
     """POST /v1/chat/completions: "Yes" when the prompt's prediction is one of its golden answers, else "No".
 
-    `fail_next` requests answer HTTP `fail_status` first; `delay` seconds pass before each answer."""
+    `fail_next` requests answer HTTP `fail_status` first, and so does every request whose prediction is in
+    `fail_predictions`; `delay` seconds pass before each answer."""
 
     def __init__(self):
         self.requests: list[dict] = []
         self.fail_next, self.fail_status, self.delay = 0, 500, 0.0
+        self.fail_predictions: set[str] = set()
         self.lock = threading.Lock()
         server = self
 
@@ -112,11 +114,11 @@ class FakeJudgeServer:
                 time.sleep(server.delay)
                 if self.path != "/v1/chat/completions":
                     return self._send(404, {"error": "no such route"})
-                if failing:
-                    return self._send(server.fail_status, {"error": "try later"})
                 prompt = body["messages"][-1]["content"]
                 golden = re.search(r"^Golden answers: (.*)$", prompt, re.MULTILINE)[1].split(" | ")
                 predicted = re.search(r"^Predicted answer: (.*)$", prompt, re.MULTILINE)[1]
+                if failing or predicted in server.fail_predictions:
+                    return self._send(server.fail_status, {"error": "try later"})
                 reply = "Yes" if predicted in golden else "No"
                 self._send(200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": reply}}]})
 
@@ -265,6 +267,25 @@ def test_cache_survives_a_torn_last_line(server, tmp_path):
     assert (summary.cached, summary.asked) == (1, 2)
     reread = VerdictCache(path)
     assert (len(reread), reread.skipped_lines) == (3, 1)
+
+
+@pytest.mark.parametrize("concurrency, kept", [(1, ["Paris"]), (3, ["Paris", "Lima"])])
+def test_replies_a_failed_batch_got_are_cached_before_the_error(server, tmp_path, concurrency, kept):
+    """One request of a batch fails after its retries: the replies the batch already got (all the others, when they
+    run concurrently; those before it, one at a time) are cached, and a rerun asks only for the rest."""
+    path = tmp_path / "cache.jsonl"
+    rows = records()
+    server.fail_predictions = {"Milan"}  # the second question asked
+    with pytest.raises(JudgeEndpointError, match="failed 2 times"):
+        score_records(rows, server.judge(max_retries=1, concurrency=concurrency), cache=path, progress=False)
+    cached = [json.loads(line) for line in path.read_text().splitlines()]
+    assert sorted(c["prediction"] for c in cached) == sorted(kept)
+    assert [rows[0]["judge"], rows[0]["judge_raw"]] == [1, "Yes"]  # the records that got a verdict hold it
+
+    server.fail_predictions, server.requests = set(), []
+    summary = score_records(records(), server.judge(), cache=path, progress=False)
+    assert (summary.cached, summary.asked, summary.mean) == (len(kept), 3 - len(kept), 0.5)
+    assert len(server.requests) == 3 - len(kept)
 
 
 def test_dataframe_records_get_judge_columns(server):

@@ -101,8 +101,8 @@ class PolicySampler:
         self.metric_name, self.score, self.min_score = metric_name, metric(metric_name), min_score
         self.batch_size, self.chat, self.seed, self.generator = batch_size, chat, seed, generator
         self.calls = 0
-        # A round samples every unsolved question at once (hundreds of rollouts, minutes on a CPU): show its own bar
-        # over questions, since the labelling bar only moves when a round ends.
+        # A call samples up to difficulty.SAVE_EVERY questions x the round's rollouts (hundreds of rollouts, minutes
+        # on a CPU): show its own bar over questions, since the labelling bar only moves when a call returns.
         self.progress = progress
         self.identity = {
             "policy": policy_identity(policy_name, model),

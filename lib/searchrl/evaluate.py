@@ -32,6 +32,7 @@ from searchrl.protocols.base import SearchProtocol
 from searchrl.rewards.metrics import cover_exact_match, exact_match, f1_score
 from searchrl.rewards.search_count import has_repeated_query, support_recall
 from searchrl.rollout import HFTurnGenerator, RolloutConfig, SearchRollout, Trajectory, TurnGenerator
+from searchrl.rundir import atomic_write_text
 
 # Columns of `EvalResult.summary()` that are plain means over questions.
 SUMMARY_MEANS = ("em", "f1", "cem", "searches", "invalid_queries", "repeated_query", "format_ok", "answered",
@@ -140,8 +141,6 @@ class EvalResult:
     def to_json(self, path: str | Path) -> Path:
         """Write summary, per-type table and config as one JSON file (and the per-knowledge table, when the
         questions carry knowledge labels)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         payload = {
             "summary": self.summary(),
             "by_type": json.loads(self.by_type().to_json(orient="index")),
@@ -150,15 +149,14 @@ class EvalResult:
         by_knowledge = self.by_knowledge()
         if len(by_knowledge):
             payload["by_knowledge"] = json.loads(by_knowledge.to_json(orient="index"))
-        path.write_text(json.dumps(payload, indent=1, default=str) + "\n", encoding="utf-8")
-        return path
+        return atomic_write_text(path, json.dumps(payload, indent=1, default=str) + "\n")
 
     def trajectories_jsonl(self, path: str | Path) -> Path:
-        """Write every record (completion text, queries, doc ids, metrics) as one JSON line per question."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.records.to_json(path, orient="records", lines=True, force_ascii=False)
-        return path
+        """Write every record (completion text, queries, doc ids, metrics) as one JSON line per question.
+
+        Written whole, then renamed over `path`: this is usually the records file `evaluate(records_path=...)`
+        appended to, which a resumed evaluation reads back, so a kill mid-write must not truncate it."""
+        return atomic_write_text(path, self.records.to_json(orient="records", lines=True, force_ascii=False))
 
 
 def stage_table(results: Mapping[str, EvalResult]) -> pd.DataFrame:

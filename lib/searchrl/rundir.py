@@ -52,6 +52,7 @@ __all__ = [
     "RUN_DIR_ENV",
     "STATUSES",
     "MetricsHistory",
+    "atomic_write_text",
     "checkpoint_space_problem",
     "create_run_dir",
     "current_run_dir",
@@ -182,12 +183,18 @@ def current_run_dir(notebook_name: str = "interactive", cfg: RunConfig | None = 
 # --------------------------------------------------------------------------------------------------------------
 
 
-def _atomic_write_text(path: Path, text: str) -> Path:
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write `text` (UTF-8) at `path` through a temporary file in the same folder and a rename, so a reader, or a
+    resume after a crash, sees the old file or the new one, never a truncated one; folders are created."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
     return path
+
+
+_atomic_write_text = atomic_write_text  # the name callers used before it was public
 
 
 def _json_default(obj: Any) -> Any:

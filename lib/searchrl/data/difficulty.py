@@ -40,6 +40,7 @@ from searchrl.settings import raise_problems
 __all__ = [
     "BUCKETS",
     "CACHE_ENV_VAR",
+    "SAVE_EVERY",
     "DifficultyCache",
     "DifficultyConfig",
     "RolloutSampler",
@@ -56,6 +57,9 @@ __all__ = [
 
 BUCKETS = ("easy", "medium", "difficult", "unsolved")
 CACHE_ENV_VAR = "SEARCHRL_DIFFICULTY_CACHE"
+# Questions handed to the sampler at a time within a round; their outcomes are cached as soon as it returns, so an
+# interrupted labelling loses at most this many questions' rollouts rather than the whole round.
+SAVE_EVERY = 32
 
 
 @dataclass(frozen=True)
@@ -248,6 +252,16 @@ class DifficultyCache:
         return entries
 
 
+def _questions_per_call(sampler: RolloutSampler, repeats: int, save_every: int) -> int:
+    """`save_every` rounded up to whole batches of a sampler that batches `batch_size` rollouts (whole questions,
+    like `searchrl.evaluate.rollout_questions`), so that splitting a round leaves no batch part-filled."""
+    batch_size = getattr(sampler, "batch_size", None)
+    if not isinstance(batch_size, int) or batch_size < 1:
+        return save_every
+    per_batch = max(1, batch_size // repeats)
+    return -(-save_every // per_batch) * per_batch
+
+
 def _more_known(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     """Whether outcome `a` tells more than `b`: solved where `b` is not, or more rollouts sampled."""
     if (a.get("solved_at") is None) != (b.get("solved_at") is None):
@@ -256,18 +270,21 @@ def _more_known(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 
 
 def label_difficulty(rows: Sequence[Mapping], sampler: RolloutSampler, cfg: DifficultyConfig, *,
-                     progress: bool = True) -> list[dict[str, Any]]:
+                     progress: bool = True, save_every: int = SAVE_EVERY) -> list[dict[str, Any]]:
     """Copies of `rows` with metadata["difficulty"] (a bucket), metadata["rollouts_to_solve"] (the 1-based number
     of the first correct rollout; None when none of the sampled ones was) and metadata["rollouts_sampled"].
 
     Each round samples `difficulty_chunk` rollouts of every question still unsolved, until it is solved or has had
-    `difficulty_rollouts`. Outcomes already cached (`difficulty_cache`) are reused; each round's outcomes are saved
-    as soon as they are known, so an interrupted run keeps them.
+    `difficulty_rollouts`. Outcomes already cached (`difficulty_cache`) are reused. A round hands the sampler
+    `save_every` questions at a time (rounded up to whole sampler batches when the sampler has a `batch_size`) and
+    saves their outcomes as soon as it returns, so an interrupted run keeps every part of a round it finished.
     """
     rows = check_rows(rows, "label_difficulty")
     budget = cfg.difficulty_rollouts
     if budget < 1:
         raise ValueError("label_difficulty needs difficulty_rollouts >= 1 (0 means labelling is off)")
+    if save_every < 1:
+        raise ValueError(f"save_every must be >= 1, got {save_every}")
     cache = DifficultyCache(cfg.difficulty_cache or default_cache_path())
     identity = dict(sampler.identity)
     keys = [DifficultyCache.key(identity, row) for row in rows]
@@ -277,27 +294,35 @@ def label_difficulty(rows: Sequence[Mapping], sampler: RolloutSampler, cfg: Diff
                        disable=not progress)
     try:
         while todo:
+            # One rollout count for the whole round, whatever part of it is sampled at a time.
             repeats = min(cfg.difficulty_chunk, budget - min(outcomes[i]["sampled"] for i in todo))
-            results = sampler.correct([rows[i] for i in todo], repeats)
-            if len(results) != len(todo) or any(len(r) != repeats for r in results):
-                raise RuntimeError(f"the sampler returned {[len(r) for r in results]} outcomes for {len(todo)} "
-                                   f"questions x {repeats} rollouts; it must return one list of {repeats} per question")
+            step = _questions_per_call(sampler, repeats, save_every)
             still = []
-            for i, correct in zip(todo, results):
-                outcome = outcomes[i]
-                usable = correct[: budget - outcome["sampled"]]  # a question that had more before needs fewer
-                first = next((j for j, ok in enumerate(usable) if ok), None)
-                if first is not None:
-                    outcome["solved_at"] = outcome["sampled"] + first + 1
-                outcome["sampled"] += len(usable)
-                cache.put(keys[i], {**outcome, "id": str(rows[i].get("id", "")), "question": rows[i]["question"],
-                                    "policy": identity.get("policy", "")})
-                if outcome["solved_at"] is None and outcome["sampled"] < budget:
-                    still.append(i)
-            cache.save()
-            bar.update(len(todo) - len(still))
+            for lo in range(0, len(todo), step):
+                part = todo[lo: lo + step]
+                results = sampler.correct([rows[i] for i in part], repeats)
+                if len(results) != len(part) or any(len(r) != repeats for r in results):
+                    raise RuntimeError(f"the sampler returned {[len(r) for r in results]} outcomes for {len(part)} "
+                                       f"questions x {repeats} rollouts; it must return one list of {repeats} per "
+                                       "question")
+                finished = 0
+                for i, correct in zip(part, results):
+                    outcome = outcomes[i]
+                    usable = correct[: budget - outcome["sampled"]]  # a question that had more before needs fewer
+                    first = next((j for j, ok in enumerate(usable) if ok), None)
+                    if first is not None:
+                        outcome["solved_at"] = outcome["sampled"] + first + 1
+                    outcome["sampled"] += len(usable)
+                    cache.put(keys[i], {**outcome, "id": str(rows[i].get("id", "")), "question": rows[i]["question"],
+                                        "policy": identity.get("policy", "")})
+                    if outcome["solved_at"] is None and outcome["sampled"] < budget:
+                        still.append(i)
+                    else:
+                        finished += 1
+                cache.save()
+                bar.update(finished)
+                bar.set_postfix(solved=sum(o["solved_at"] is not None for o in outcomes))
             todo = still
-            bar.set_postfix(solved=sum(o["solved_at"] is not None for o in outcomes))
     finally:
         bar.close()
     labelled = []

@@ -29,7 +29,16 @@ _RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
 
 class JudgeEndpointError(RuntimeError):
-    """The judge endpoint could not give a verdict (unreachable, refused the request, or answered nonsense)."""
+    """The judge endpoint could not give a verdict (unreachable, refused the request, or answered nonsense).
+
+    `completed` holds the replies that other requests of the same `complete` call got, by chat index: they were
+    answered (and paid for), so a caller can keep them and ask only the rest again."""
+
+    completed: dict[int, str]
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        self.completed = {}
 
 
 class _Retryable(Exception):
@@ -87,10 +96,29 @@ class EndpointJudge(Judge):
         if not chats:
             return []
         first = self.ask(chats[0])  # alone: an unreachable endpoint fails here, once
+        replies = {0: first}
         if len(chats) == 1 or self.concurrency == 1:
-            return [first, *(self.ask(chat) for chat in chats[1:])]
+            for i, chat in enumerate(chats[1:], 1):
+                try:
+                    replies[i] = self.ask(chat)
+                except JudgeEndpointError as err:
+                    err.completed = replies
+                    raise
+            return [replies[i] for i in range(len(chats))]
         with ThreadPoolExecutor(max_workers=min(self.concurrency, len(chats) - 1)) as pool:
-            return [first, *pool.map(self.ask, chats[1:])]
+            futures = [pool.submit(self.ask, chat) for chat in chats[1:]]
+        # Leaving the pool waited for every request, failed or not: keep each answer before reporting a failure.
+        failure: BaseException | None = None
+        for i, future in enumerate(futures, 1):
+            if future.exception() is None:
+                replies[i] = future.result()
+            elif failure is None:
+                failure = future.exception()
+        if failure is not None:
+            if isinstance(failure, JudgeEndpointError):
+                failure.completed = replies
+            raise failure
+        return [replies[i] for i in range(len(chats))]
 
     def ask(self, chat: Chat) -> str:
         """The reply text to one chat, retrying transient failures."""

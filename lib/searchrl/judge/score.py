@@ -3,7 +3,8 @@
 Records are dicts with `question`, `golden_answers` and `prediction` (what `searchrl.evaluate` writes per question),
 or a DataFrame with those columns (`EvalResult.records`), which gets the judge columns added.
 Verdicts already in the cache are not asked again; new ones are written to it batch by batch, so an interrupted run
-resumes where it stopped.
+resumes where it stopped. When an endpoint request fails for good, the replies its batch already got are cached
+before the error is raised, so a rerun asks only for the missing ones.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from searchrl.progress import progress_bar
 
 from .base import Judge
 from .cache import VerdictCache, verdict_key
+from .endpoint import JudgeEndpointError
 from .setting import make_judge
+from .verdict import Verdict, parse_verdict
 
 JUDGE_FIELD = "judge"
 
@@ -85,13 +88,16 @@ def score_records(records: Sequence[MutableMapping[str, Any]] | Any, judge: Judg
         for start in range(0, len(todo), step):
             chunk = todo[start: start + step]
             rows = [records[i] for i in chunk]
-            verdicts = judge.judge([r["question"] for r in rows], [r["golden_answers"] for r in rows],
-                                   [_text(r["prediction"]) for r in rows])
-            for row, verdict in zip(rows, verdicts):
-                _write(row, field, verdict.correct, verdict.raw, verdict.parsed)
-            cache.put_many([(keys[i], v, {"judge": judge.name, "question": str(records[i]["question"]),
-                                          "prediction": _text(records[i]["prediction"])})
-                            for i, v in zip(chunk, verdicts)])
+            try:
+                verdicts = judge.judge([r["question"] for r in rows], [r["golden_answers"] for r in rows],
+                                       [_text(r["prediction"]) for r in rows])
+            except JudgeEndpointError as err:
+                # Every prediction in `chunk` is non-empty, so the judge asked one chat per row, in order.
+                answered = sorted(j for j in err.completed if j < len(chunk))
+                _keep(records, cache, judge, field, keys, [chunk[j] for j in answered],
+                      [parse_verdict(err.completed[j]) for j in answered])
+                raise
+            _keep(records, cache, judge, field, keys, chunk, verdicts)
             counts["asked"] += len(chunk)
             bar.update(len(chunk))
             bar.set_postfix(acc=f"{_mean(records, field):.3f}")
@@ -101,6 +107,16 @@ def score_records(records: Sequence[MutableMapping[str, Any]] | Any, judge: Judg
     correct = sum(int(r[field]) for r in records)
     return JudgeSummary(judge=judge.name, mean=correct / len(records) if records else math.nan, n=len(records),
                         correct=correct, unparsed=sum(not r[f"{field}_parsed"] for r in records), **counts)
+
+
+def _keep(records: Sequence[MutableMapping[str, Any]], cache: VerdictCache, judge: Judge, field: str,
+          keys: Sequence[str], indices: Sequence[int], verdicts: Sequence[Verdict]) -> None:
+    """Write the verdicts of `records[indices]` into those records and the cache."""
+    for i, verdict in zip(indices, verdicts):
+        _write(records[i], field, verdict.correct, verdict.raw, verdict.parsed)
+    cache.put_many([(keys[i], v, {"judge": judge.name, "question": str(records[i]["question"]),
+                                  "prediction": _text(records[i]["prediction"])})
+                    for i, v in zip(indices, verdicts)])
 
 
 def _text(prediction: Any) -> str:
