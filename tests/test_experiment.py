@@ -102,6 +102,48 @@ def test_resume_continues_from_the_last_checkpoint_and_keeps_the_cold_start(tmp_
 
 
 @pytest.mark.slow
+def test_an_interrupted_cold_start_continues_from_its_last_checkpoint(tmp_path, monkeypatch):
+    from transformers import TrainerCallback
+
+    from searchrl.sft import cold_start as sft_module
+
+    steps_trained = []
+
+    class Interrupt(TrainerCallback):  # killed during step 2, after checkpoint-1 was saved
+        def __init__(self, at):
+            self.at = at
+
+        def on_step_end(self, args, state, control, **kwargs):
+            steps_trained.append(state.global_step)
+            if state.global_step == self.at:
+                raise KeyboardInterrupt("killed")
+
+    make = sft_module.make_sft_trainer
+    interrupt_at = [2]
+
+    def with_interrupt(*args, **kwargs):
+        trainer = make(*args, **kwargs)
+        trainer.add_callback(Interrupt(interrupt_at[0]))
+        return trainer
+
+    monkeypatch.setattr(sft_module, "make_sft_trainer", with_interrupt)
+    # 8 demonstrations, 2 epochs: two optimizer steps of 8, a checkpoint after each
+    exp = _experiment(tmp_path, monkeypatch, sft_examples=8, sft_epochs=2.0)
+    with pytest.raises(KeyboardInterrupt):
+        exp.cold_start(exp.load_model())
+    assert (exp.run_dir / "sft" / "checkpoint-1").is_dir() and not (exp.run_dir / "checkpoints" / "cold_start").exists()
+    steps_trained.clear()
+    interrupt_at[0] = -1
+    again = _experiment(tmp_path, monkeypatch, sft_examples=8, sft_epochs=2.0, resume=True)
+    again.cold_start(again.load_model())
+    assert steps_trained == [2]  # step 1 was not trained again
+    log = json.loads((again.run_dir / "sft" / "history.json").read_text())
+    assert log["steps"] == 2
+    assert (again.run_dir / "checkpoints" / "cold_start" / "config.json").exists()
+    assert not list((again.run_dir / "sft").glob("checkpoint-*"))  # the finished cold start replaces them
+
+
+@pytest.mark.slow
 def test_a_completed_run_resumes_past_its_finished_stage_without_trainer_checkpoints(tmp_path, monkeypatch):
     exp = _experiment(tmp_path, monkeypatch, rl_steps=1, sft_examples=0)
     exp.train_rl(exp.load_model())

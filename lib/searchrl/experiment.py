@@ -7,6 +7,7 @@ interrupted run keeps everything done so far.
 from __future__ import annotations
 
 import random
+import shutil
 import warnings
 from collections import defaultdict
 from pathlib import Path
@@ -304,10 +305,17 @@ class Experiment:
         write_json(self.run_dir / "sft" / "budget.json", budget)
         for line in budget_problems(budget, cfg.max_completion_tokens, what="cold-start demonstrations"):
             warnings.warn(line, stacklevel=2)  # the cold start would teach trajectories that rollouts cut off
+        trainer_dir = self.run_dir / "sft"
+        resume = last_complete_checkpoint(trainer_dir)[0] if cfg.resume else None
+        if resume is not None:
+            print(f"resume: the cold start continues from {resume.name}")
         with measured(self.run_dir, "cold start"):
-            log = sft_train(model, self.tokenizer, items, sft_args(cfg, self.run_dir / "sft"), stage_bar="cold start")
-        write_json(self.run_dir / "sft" / "history.json", log)
+            log = sft_train(model, self.tokenizer, items, sft_args(cfg, trainer_dir, checkpoints=True),
+                            stage_bar="cold start", resume_from_checkpoint=str(resume) if resume else None)
+        write_json(trainer_dir / "history.json", log)
         self.save_model(model, "cold_start")
+        for checkpoint in trainer_dir.glob("checkpoint-*"):  # a resume now takes the finished cold start instead
+            shutil.rmtree(checkpoint, ignore_errors=True)
         return model
 
     # ---- reinforcement learning -------------------------------------------------------------------------------

@@ -31,13 +31,14 @@ def make_sft_trainer(model, tokenizer, items: Sequence[Mapping] | Dataset, args)
     return SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
 
 
-def sft_train(model, tokenizer, items: Sequence[Mapping] | Dataset, args, *, stage_bar: str | None = None
-              ) -> dict[str, Any]:
+def sft_train(model, tokenizer, items: Sequence[Mapping] | Dataset, args, *, stage_bar: str | None = None,
+              resume_from_checkpoint: str | None = None) -> dict[str, Any]:
     """Cold start `model` in place on `items` (or a dataset from `tokenize_sft`) with TRL's `SFTConfig` `args`.
 
     Returns {"history": the trainer's log history (loss per logging step), "train_loss", "steps", "examples",
     "trained_tokens", "seconds"}. The model's train/eval mode is restored afterwards. `stage_bar` names a progress
-    bar over the steps (with the running loss) shown instead of the trainer's printed logs.
+    bar over the steps (with the running loss) shown instead of the trainer's printed logs; `resume_from_checkpoint`
+    continues an interrupted cold start from one of its trainer checkpoints (weights, optimizer and data position).
     """
     was_training = model.training
     trainer = make_sft_trainer(model, tokenizer, items, args)
@@ -47,7 +48,7 @@ def sft_train(model, tokenizer, items: Sequence[Mapping] | Dataset, args, *, sta
         attach_stage_bar(trainer, stage_bar, {"loss": "loss"})
     dataset = trainer.train_dataset
     try:
-        output = trainer.train()
+        output = trainer.train(resume_from_checkpoint=resume_from_checkpoint)
     finally:
         model.train(was_training)
     return {

@@ -74,8 +74,9 @@ def lora_config(cfg: RunConfig):
 
 
 def sft_args(cfg: RunConfig, output_dir: str | Path, *, batch_size: int = 8, max_length: int = 1024,
-             num_processes: int | None = None):
-    """The SFTConfig of this run's cold start (nothing saved by the trainer: the run saves the model itself).
+             num_processes: int | None = None, checkpoints: bool = False):
+    """The SFTConfig of this run's cold start (the run saves the final model itself; with `checkpoints` the trainer
+    also keeps its latest state every `save_steps` steps, so that a resumed run continues the cold start).
     `batch_size` examples make one optimizer step, however many processes share it (`num_processes`, default: those
     of this launch), so a cold start under `accelerate launch` takes the same steps as in one process; each process's
     share runs in micro-batches of at most `micro_batch_size` (the largest divisor that fits) when the run sets one."""
@@ -97,7 +98,8 @@ def sft_args(cfg: RunConfig, output_dir: str | Path, *, batch_size: int = 8, max
         per_device_train_batch_size=micro, gradient_accumulation_steps=batch_size // micro, max_length=max_length,
         seed=cfg.seed, logging_steps=5,
         train_sampling_strategy="group_by_length" if cfg.sft_group_by_length else "random",
-        report_to=cfg.report_to, save_strategy="no",
+        report_to=cfg.report_to, save_strategy="steps" if checkpoints and cfg.save_steps > 0 else "no",
+        save_steps=max(1, cfg.save_steps), save_total_limit=1,
         # hardware_args sets activation checkpointing: SFTConfig's default (on) only costs a small model compute.
         disable_tqdm=True,
         **hardware_args(cfg),
