@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from fakes import FakeRetriever, MiniProtocol, ScriptedGenerator
@@ -170,3 +172,43 @@ def test_train_forced_opener_needs_forced_searches():
     with pytest.raises(ValueError, match="train_forced_opener"):
         RolloutConfig(train_forced_opener=True)
     assert RolloutConfig(forced_searches=1, train_forced_opener=True).train_forced_opener
+
+
+class _ByQuestion:
+    """Plays each prompt's own script, found from the prompt's text ("question i"), and records each call's batch."""
+
+    def __init__(self, tokenizer, scripts):
+        self.tokenizer, self.scripts, self.turns, self.batches = tokenizer, scripts, {}, []
+
+    def generate_turn(self, sequences, max_new_tokens):
+        from searchrl.rollout import TurnOutput
+
+        self.batches.append(len(sequences))
+        outs = []
+        for seq, budget in zip(sequences, max_new_tokens):
+            i = int(re.match(r"\d+", self.tokenizer.decode(seq).split("question ")[1]).group())
+            turn = self.turns.get(i, 0)
+            self.turns[i] = turn + 1
+            ids = self.tokenizer(self.scripts[i][turn], add_special_tokens=False)["input_ids"]
+            last = turn + 1 == len(self.scripts[i])
+            ids, finish = (ids + [self.tokenizer.eos_token_id], "eos") if last else (ids, "stop")
+            outs.append(TurnOutput(ids[:budget], finish if len(ids) <= budget else "length"))
+        return outs
+
+
+def test_rollouts_in_chunks_are_the_rollouts_made_together(tokenizer):
+    scripts = [["<search>Entity1</search>", "<answer>a</answer>"], ["<answer>b</answer>"],
+               ["<search>Entity3</search>", "<search>Entity4</search>", "<answer>c</answer>"],
+               ["<search>Entity2</search>", "<answer>d</answer>"], ["<answer>e</answer>"]]
+    prompts = [tokenizer(f"question {i}", add_special_tokens=False)["input_ids"] for i in range(len(scripts))]
+    runs = {}
+    for chunk in (0, 2):
+        gen = _ByQuestion(tokenizer, scripts)
+        engine = SearchRollout(MiniProtocol(), FakeRetriever(), tokenizer, gen,
+                               RolloutConfig(max_concurrent_rollouts=chunk))
+        runs[chunk] = ([(t.completion_ids, t.env_mask, t.num_searches, t.finish) for t in engine.run(prompts)],
+                       gen.batches)
+    assert runs[2][0] == runs[0][0]  # the same trajectories, row for row
+    assert max(runs[0][1]) == 5 and max(runs[2][1]) == 2  # never more than 2 rows generated together
+    with pytest.raises(ValueError, match="max_concurrent_rollouts must be >= 0"):
+        RolloutConfig(max_concurrent_rollouts=-1)

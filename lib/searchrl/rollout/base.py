@@ -29,6 +29,11 @@ class RolloutConfig:
     A batch turn lasts as long as its longest row, so this keeps one rambling sample from holding up the batch."""
     max_completion_tokens: int = 256
     """Most tokens in a whole completion, sampled and retrieved together (TRL's max_completion_length)."""
+    max_concurrent_rollouts: int = 0
+    """Rollouts generated together; 0: a step's whole generation batch at once. Every row being generated holds its
+    KV cache (SmolLM2-135M in float32: about 46 KB a token), so a CPU step of 256 rollouts of ~1,000 tokens holds
+    ~12 GB at its end; a smaller value runs the batch in chunks of this many, one after another: the same
+    distribution of rollouts, a lower memory peak, smaller batches. vLLM's generation (collective) ignores it."""
     max_query_chars: int = 300
     """Longer queries are refused with an observation saying so (nothing is searched)."""
     budget_notice: str = "Search budget used up: answer now with what you found."
@@ -112,6 +117,7 @@ class RolloutConfig:
 
 # Inclusive lower bounds of the numeric settings.
 _MINIMUMS = {"max_searches": 0, "top_k": 1, "max_turn_tokens": 0, "max_completion_tokens": 1, "max_query_chars": 1,
+             "max_concurrent_rollouts": 0,
              "temperature": 0.0, "query_temperature": 0.0, "retriever_timeout_s": 0.0, "retriever_retries": 0,
              "retriever_backoff_s": 0.0, "retriever_outage_s": 0.0, "forced_searches": 0,
              "opener_anchor": 0.0}

@@ -139,8 +139,19 @@ class SearchRollout:
         for i, traj in enumerate(trajs):  # rows side by side share a group, so each group gets every opener in turn
             if n_openers and self._opener_ids[i % n_openers]:
                 self._start_with(traj, i % n_openers)
+        # Collective generation must run the same turns on every process, so it takes the batch whole.
+        chunk = len(trajs) if self.collective or cfg.max_concurrent_rollouts <= 0 else cfg.max_concurrent_rollouts
+        for lo in range(0, len(trajs), max(1, chunk)):
+            self._run_turns(trajs[lo: lo + chunk])
+        for t in trajs:  # the last turn's queries got their documents but no turn to use them
+            if not t.done:
+                t.done, t.finish, t.hit_length_budget = True, "length", t.hit_length_budget or t.budget_left <= 0
+        return trajs
+
+    def _run_turns(self, trajs: list[Trajectory]) -> None:
+        """Generate `trajs` together, turn by turn, until each has answered or run out of turns."""
         # One turn per allowed search, one to answer, and one after a budget notice.
-        max_turns = cfg.max_searches + 2
+        max_turns = self.config.max_searches + 2
         bar = progress_bar(total=max_turns, desc="rollout turns", disable=not self.progress, leave=False)
         # A generator may keep state between the turns of a rollout (a KV cache); it must not outlive the rollout.
         reset = getattr(self.generator, "reset", None)
@@ -165,10 +176,6 @@ class SearchRollout:
             bar.close()
             if reset:
                 reset()
-        for t in trajs:  # the last turn's queries got their documents but no turn to use them
-            if not t.done:
-                t.done, t.finish, t.hit_length_budget = True, "length", t.hit_length_budget or t.budget_left <= 0
-        return trajs
 
     def _encode_opener(self, opener: str) -> list[int]:
         """`opener`'s tokens, after checking it is reasoning text that leaves room for the model's own turns."""
