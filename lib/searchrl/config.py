@@ -103,7 +103,8 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     device: str = "auto"
     """Where to run: auto (GPU when present), cpu, cuda, cuda:N or mps."""
     torch_threads: int = 0
-    """CPU threads for torch (0 keeps torch's default). On a busy shared CPU, 1 can be several times faster."""
+    """CPU threads for torch (0 keeps torch's default, one a core, and warns when other processes already use the
+    cores). On a busy shared CPU, 1 can be several times faster (searchrl.threads)."""
 
     # == model ==
     model: str = "smollm2-135m-instruct"

@@ -25,6 +25,7 @@ import torch
 from searchrl.config import RunConfig
 from searchrl.rundir import current_run_dir, mark_status, save_figure, write_json
 from searchrl.stats import bootstrap_mean, paired_bootstrap
+from searchrl.threads import apply_torch_threads
 
 # Methods named in `eval_models` are search policies; this entry means the run's own `model`, untrained.
 POLICY = "policy"
@@ -99,8 +100,7 @@ class EvalSuite:
         self.cfg = cfg
         self.run_dir = current_run_dir(notebook, cfg)
         seed_everything(cfg.seed)
-        if cfg.torch_threads:
-            torch.set_num_threads(cfg.torch_threads)
+        apply_torch_threads(cfg.torch_threads)
         self.tokenizer = load_tokenizer(cfg.model)
         self.results: dict[tuple[str, str], Any] = {}  # (benchmark, method) -> EvalResult
         self._benchmarks: dict[str, Any] = {}

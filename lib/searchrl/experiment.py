@@ -29,6 +29,7 @@ from searchrl.rundir import (
     stage_trajectories_path,
     write_json,
 )
+from searchrl.threads import apply_torch_threads
 
 STAGE_STEPS = "stage_steps.json"  # beside a stage's final policy: how many steps it trained
 
@@ -91,8 +92,7 @@ class Experiment:
         self.run_dir = Path(run_dir) if run_dir is not None else current_run_dir(notebook, cfg)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         seed_everything(cfg.seed)
-        if cfg.torch_threads:
-            torch.set_num_threads(cfg.torch_threads)
+        apply_torch_threads(cfg.torch_threads)
         self.protocol = get_protocol(cfg.protocol)
         self.corpus, self.train_rows, self.eval_rows = self._load_data()
         self.retriever = make_retriever(cfg.retriever, self.corpus, **service_options(cfg))
