@@ -128,26 +128,26 @@ def test_an_interrupted_ablation_resumes_at_the_first_unfinished_arm(tmp_path):
     assert len(again.runs) == 2  # a finished ablation runs nothing more
 
 
-def test_an_arm_stopped_during_evaluation_keeps_its_trained_policy(tmp_path):
-    work = FakeWork(fail_at=("f1", 0), fail_in="evaluation")
+def _stopped_in_evaluation_then_resumed(tmp_path, arms, arm):
+    """Run `arms` until `arm` seed 0 fails during its evaluation, mark its folder, run again; the arm's folder."""
+    work = FakeWork(fail_at=(arm, 0), fail_in="evaluation")
     with pytest.raises(RuntimeError, match="killed mid-arm"):
-        Ablation(_cfg(tmp_path), ARMS, seeds=[0], work=work, run_dir=tmp_path / "run").run()
-    folder = arm_folder(tmp_path / "run", "f1", 0)
+        Ablation(_cfg(tmp_path), arms, seeds=[0], work=work, run_dir=tmp_path / "run").run()
+    folder = arm_folder(tmp_path / "run", arm, 0)
     (folder / "kept").write_text("")
-    Ablation(_cfg(tmp_path), ARMS, seeds=[0], work=work, run_dir=tmp_path / "run").run()
+    Ablation(_cfg(tmp_path), arms, seeds=[0], work=work, run_dir=tmp_path / "run").run()
+    return folder
+
+
+def test_an_arm_stopped_during_evaluation_keeps_its_trained_policy(tmp_path):
+    folder = _stopped_in_evaluation_then_resumed(tmp_path, ARMS, "f1")
     assert (folder / "kept").exists() and (folder / "done.json").exists()  # the folder was continued, not wiped
     assert MetricsHistory(folder).to_frame()["step"].tolist() == [1, 2]
 
 
 def test_an_arm_without_rl_stopped_during_evaluation_keeps_its_folder(tmp_path):
     # The cold start alone (no RL stage) has no checkpoint to show; what it leaves is evaluation records to continue
-    arms = {"sft": {"rl_steps": 0}}
-    work = FakeWork(fail_at=("sft", 0), fail_in="evaluation")
-    with pytest.raises(RuntimeError, match="killed mid-arm"):
-        Ablation(_cfg(tmp_path), arms, seeds=[0], work=work, run_dir=tmp_path / "run").run()
-    folder = arm_folder(tmp_path / "run", "sft", 0)
-    (folder / "kept").write_text("")
-    Ablation(_cfg(tmp_path), arms, seeds=[0], work=work, run_dir=tmp_path / "run").run()
+    folder = _stopped_in_evaluation_then_resumed(tmp_path, {"sft": {"rl_steps": 0}}, "sft")
     assert (folder / "kept").exists() and (folder / "done.json").exists()
 
 

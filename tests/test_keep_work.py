@@ -13,7 +13,7 @@ import pytest
 from searchrl.data.difficulty import DifficultyCache, DifficultyConfig, label_difficulty
 from searchrl.data.schema import make_row
 from searchrl.evaluate import EvalResult
-from searchrl.rundir import _atomic_write_text, atomic_write_text
+from searchrl.rundir import atomic_write_text
 
 # ------------------------------------------------------------------------------------------------ evaluation files
 
@@ -102,8 +102,7 @@ def test_trajectories_jsonl_writes_what_pandas_writes(tmp_path):
     assert result.trajectories_jsonl(tmp_path / "sub" / "ours.jsonl").read_bytes() == expected.read_bytes()
 
 
-def test_the_atomic_writer_keeps_its_old_name(tmp_path):
-    assert _atomic_write_text is atomic_write_text
+def test_the_atomic_writer_takes_a_string_path_and_makes_its_folders(tmp_path):
     assert atomic_write_text(str(tmp_path / "a" / "b.txt"), "x\n").read_text() == "x\n"
 
 

@@ -14,13 +14,14 @@ allocator (tensors only; the CUDA context and caching add to what `nvidia-smi` s
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import resource
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from searchrl.rundir import read_json, write_json
 
 MEMORY_FILE = "memory.json"
 GB = 1e9
@@ -76,20 +77,15 @@ def measured(run_dir: str | Path | None, part: str) -> Iterator[None]:
 
 
 def record(run_dir: Path, part: str, values: dict[str, Any]) -> None:
-    path = run_dir / MEMORY_FILE
-    try:
-        known = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    except (OSError, ValueError):
-        known = {}
-    known[part] = values
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(known, indent=1) + "\n", encoding="utf-8")
+    write_json(run_dir / MEMORY_FILE, {**read_memory(run_dir), part: values})
 
 
 def read_memory(run_dir: str | Path) -> dict[str, dict]:
-    """`memory.json` of a run folder ({} when the run wrote none)."""
-    path = Path(run_dir) / MEMORY_FILE
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    """`memory.json` of a run folder ({} when the run wrote none or it cannot be read)."""
+    try:
+        return read_json(Path(run_dir) / MEMORY_FILE) or {}
+    except (OSError, ValueError):
+        return {}
 
 
 def format_memory(parts: dict[str, dict]) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,11 +143,10 @@ def _clear_quantization_flags(model) -> None:
 
 def _announce_build(what: str, takes: str, target: Path) -> None:
     """Say that a model is being converted or built before it is: that prints nothing of its own for up to
-    minutes, and may happen deep inside a notebook cell or an RL step (the evidence answerer is loaded lazily).
-    Written through tqdm, on stderr, so that an open text bar is redrawn below the line rather than run into it."""
-    from tqdm import std as tqdm_std
+    minutes, and may happen deep inside a notebook cell or an RL step (the evidence answerer is loaded lazily)."""
+    from searchrl.progress import say
 
-    tqdm_std.tqdm.write(f"{what}: once, {takes} on a CPU; cached in {target}", file=sys.stderr)
+    say(f"{what}: once, {takes} on a CPU; cached in {target}")
 
 
 def bundled_model_path(name: str = DEFAULT_POLICY) -> Path:

@@ -40,6 +40,12 @@ def progress_bar(*args, **kwargs):
         return tqdm_std.tqdm(*args, **kwargs)
 
 
+def say(text: str) -> None:
+    """One line on stderr for a wait that has no bar of its own (a model converted or loaded mid-stage), written
+    through tqdm so that an open text bar is redrawn below it rather than run into it."""
+    tqdm_std.tqdm.write(text, file=sys.stderr)
+
+
 def update_phase(micro_batch: int, of: int) -> str:
     """The phase text of an optimizer step's update, at micro-batch `micro_batch` (from 1) of `of`: the trainer shows
     the first when generation ends, the stage bar each next one as the previous finishes."""
@@ -109,4 +115,4 @@ def stage_progress(desc: str, metrics: dict[str, str]):
     return _StageProgress()
 
 
-__all__ = ["attach_stage_bar", "headless", "progress_bar", "stage_progress", "update_phase"]
+__all__ = ["attach_stage_bar", "headless", "progress_bar", "say", "stage_progress", "update_phase"]

@@ -194,9 +194,6 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     return path
 
 
-_atomic_write_text = atomic_write_text  # the name callers used before it was public
-
-
 def _json_default(obj: Any) -> Any:
     """Make numpy/torch scalars and arrays, paths, sets and dataclasses JSON-serialisable."""
     if hasattr(obj, "tolist"):  # numpy arrays and scalars, torch tensors
@@ -218,7 +215,7 @@ def _json_default(obj: Any) -> Any:
 
 def write_json(path: str | Path, obj: Any) -> Path:
     """Write ``obj`` as indented JSON at ``path`` (folders created); numpy values and dataclasses are converted."""
-    return _atomic_write_text(Path(path), json.dumps(obj, indent=2, default=_json_default, allow_nan=True) + "\n")
+    return atomic_write_text(path, json.dumps(obj, indent=2, default=_json_default, allow_nan=True) + "\n")
 
 
 def stage_trajectories_path(run_dir: str | Path, stage: str) -> Path:
@@ -233,7 +230,7 @@ def write_trajectories(path: str | Path, records: Iterable[Mapping[str, Any]]) -
     if path.suffix != ".jsonl":
         path = path.with_name(path.name + ".jsonl")
     lines = [json.dumps(dict(r), default=_json_default, ensure_ascii=False) for r in records]
-    return _atomic_write_text(path, "".join(line + "\n" for line in lines))
+    return atomic_write_text(path, "".join(line + "\n" for line in lines))
 
 
 def save_figure(fig: Figure, path: str | Path, dpi: int = 120) -> Path:

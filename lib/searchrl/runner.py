@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
-import yaml
 
 from searchrl.config import ConfigError, RunConfig, load_params_file, parse_scalar
 from searchrl.ownership import RunOwnership
@@ -510,8 +509,8 @@ def _memory_advice(run_dir: Path) -> str:
     from searchrl.memory_use import killed_advice
 
     try:
-        params = yaml.safe_load((run_dir / "params.yaml").read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError):
+        params, _ = load_params_file(run_dir / "params.yaml")
+    except ConfigError:  # a run killed before it wrote its parameters: advise without the run's values
         params = {}
     return killed_advice(run_dir, params)
 

@@ -21,7 +21,6 @@ reward then covers judged samples only.
 
 from __future__ import annotations
 
-import sys
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -273,12 +272,10 @@ class EvidenceReward(RewardFunction):
         """The answering model, loaded on first use so that building a preset stays cheap."""
         if self._answerer is None:
             # First use is usually inside an RL step, whose bar still shows the phase before it while the model
-            # loads (and, the first time ever, converts): say what the wait is. Through tqdm, so the bar is redrawn
-            # below the line.
-            from tqdm import std as tqdm_std
+            # loads (and, the first time ever, converts): say what the wait is.
+            from searchrl.progress import say
 
-            tqdm_std.tqdm.write(f"reward {self.__name__}: loading its evidence answerer {self.answerer_model} (once)",
-                                file=sys.stderr)
+            say(f"reward {self.__name__}: loading its evidence answerer {self.answerer_model} (once)")
             self._answerer = load_answerer(
                 self.answerer_model, max_new_tokens=self.max_new_tokens, batch_size=self.batch_size
             )
