@@ -17,6 +17,7 @@ import torch
 
 from searchrl.config import RunConfig
 from searchrl.memory_use import format_memory, measured, memory_callback, read_memory
+from searchrl.quiet import tied_weights_resume_note
 from searchrl.rundir import (
     MetricsHistory,
     current_run_dir,
@@ -423,7 +424,7 @@ class Experiment:
             print(f"resume: {stage.name} had trained all {stage.steps} steps by {Path(resume).name}; using its policy")
             trained = self._checkpoint_policy(trainer.accelerator.unwrap_model(trainer.model), Path(resume))
         else:
-            with measured(self.run_dir, stage.name):
+            with measured(self.run_dir, stage.name), tied_weights_resume_note(trainer.model):
                 trainer.train(resume_from_checkpoint=resume)
             trained = trainer.accelerator.unwrap_model(trainer.model)
         if health is not None and health.stopped_at is not None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from datasets import Dataset
 
-from searchrl.quiet import silence_known_warnings
+from searchrl.quiet import silence_known_warnings, tied_weights_resume_note
 from searchrl.sft.tokenize import IGNORE_INDEX, tokenize_sft
 
 silence_known_warnings()
@@ -48,7 +48,8 @@ def sft_train(model, tokenizer, items: Sequence[Mapping] | Dataset, args, *, sta
         attach_stage_bar(trainer, stage_bar, {"loss": "loss"})
     dataset = trainer.train_dataset
     try:
-        output = trainer.train(resume_from_checkpoint=resume_from_checkpoint)
+        with tied_weights_resume_note(trainer.model):
+            output = trainer.train(resume_from_checkpoint=resume_from_checkpoint)
     finally:
         model.train(was_training)
     return {
