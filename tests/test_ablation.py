@@ -158,6 +158,21 @@ def test_resuming_with_changed_arm_settings_is_refused(tmp_path):
         Ablation(_cfg(tmp_path), changed, seeds=[0], work=FakeWork(), run_dir=tmp_path / "run")
 
 
+def test_an_arm_resumes_with_less_memory_and_keeps_its_cold_start(tmp_path):
+    # A kernel killed for memory continues with a smaller micro-batch: how a step is cut changes no measurement.
+    work = FakeWork(fail_at=("f1", 0))
+    with pytest.raises(RuntimeError, match="killed mid-arm"):
+        Ablation(_cfg(tmp_path), ARMS, seeds=[0], work=work, run_dir=tmp_path / "run").run()
+    [made] = (tmp_path / "run" / "shared" / "seed0").glob("cold_start-*")
+    settings = json.loads((made / "settings.json").read_text())
+    (made / "settings.json").write_text(json.dumps({**settings, "max_concurrent_rollouts": 8}))  # as once recorded
+    smaller = _cfg(tmp_path, micro_batch_size=2, max_concurrent_rollouts=4, eval_batch_size=1,
+                   activation_checkpointing=True)
+    Ablation(smaller, ARMS, seeds=[0], work=work, run_dir=tmp_path / "run").run()
+    assert [(a, s) for a, s, _ in work.runs] == [("em", 0), ("f1", 0), ("f1", 0)]
+    assert len(work.cold_starts) == 1 and work.runs[-1][2].startswith(str(made))
+
+
 def test_a_setting_added_since_an_arm_started_resumes_at_its_default(tmp_path):
     Ablation(_cfg(tmp_path), ARMS, seeds=[0], work=FakeWork(), run_dir=tmp_path / "run").run()
     record = arm_folder(tmp_path / "run", "f1", 0) / "arm.json"

@@ -61,7 +61,8 @@ def test_the_callback_adds_the_peak_to_each_logged_row(monkeypatch: pytest.Monke
 def test_a_killed_run_is_told_its_recorded_peaks_and_what_lowers_them(tmp_path: Path) -> None:
     from searchrl import runner
 
-    (tmp_path / "params.yaml").write_text("micro_batch_size: 0\neval_batch_size: 20\n", encoding="utf-8")
+    (tmp_path / "params.yaml").write_text("micro_batch_size: 0\neval_batch_size: 20\nprompts_per_step: 2\n"
+                                          "num_generations: 8\n", encoding="utf-8")
     memory_use.record(tmp_path, "cold start", {"peak_rss_gb": 5.0, "scope": "part"})
 
     class DeadKernelError(RuntimeError):  # nbclient's error is recognised by its name
@@ -70,6 +71,16 @@ def test_a_killed_run_is_told_its_recorded_peaks_and_what_lowers_them(tmp_path: 
     message = runner._failure_message(DeadKernelError("dead"), tmp_path / "quickstart.ipynb")
     assert "peak memory: cold start 5.0 GB" in message
     assert "micro_batch_size (now 0: each step in one pass), eval_batch_size (now 20)" in message
-    assert message.rstrip().endswith(f"--resume {tmp_path}")
+    assert f"continue with: python -m searchrl.runner --resume {tmp_path}\n" in message
+    assert message.rstrip().endswith(f"--resume {tmp_path} -p micro_batch_size 4")  # a quarter of the 16-rollout step
     total, _ = memory_use.machine_memory_gb()
     assert total is None or f"this machine: {total:.1f} GB" in message
+
+
+def test_the_smaller_micro_batch_divides_the_step_and_halves_the_pass() -> None:
+    step = {"prompts_per_step": 3, "num_generations": 4}  # 12 rollouts a step
+    assert memory_use.smaller_micro_batch({**step, "micro_batch_size": 0}) == 3
+    assert memory_use.smaller_micro_batch({**step, "micro_batch_size": 6}) == 3
+    assert memory_use.smaller_micro_batch({**step, "micro_batch_size": 4}) == 2
+    assert memory_use.smaller_micro_batch({**step, "micro_batch_size": 1}) is None
+    assert memory_use.smaller_micro_batch({}) is None  # parameters unknown

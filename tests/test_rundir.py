@@ -89,6 +89,17 @@ def test_provenance_contents(tmp_path: Path) -> None:
     assert RunConfig.from_params(None, tmp_path / "params.yaml") == cfg
 
 
+def test_a_resume_that_changes_what_the_run_measures_says_so_and_records_it(tmp_path: Path, capsys) -> None:
+    write_provenance(tmp_path, RunConfig(seed=5, micro_batch_size=4), notebook="demo", command=["first"])
+    rundir.record_resume(tmp_path, RunConfig(seed=5, micro_batch_size=2, torch_threads=1), ["less memory"])
+    assert capsys.readouterr().err == ""  # how a run computes is not what it measures
+    rundir.record_resume(tmp_path, RunConfig(seed=5, learning_rate=3e-5, micro_batch_size=2), ["other lr"])
+    assert "this resume changes what the run measures (learning_rate 1e-05 -> 3e-05)" in capsys.readouterr().err
+    first, second = json.loads((tmp_path / "provenance.json").read_text())["resumed"]
+    assert "changed" not in first and second["changed"] == {"learning_rate": [1e-05, 3e-05]}
+    assert RunConfig.from_params(None, tmp_path / "params.yaml").learning_rate == 3e-5
+
+
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 def test_git_commit_and_dirty_flag(tmp_path: Path) -> None:
     repo = tmp_path / "repo"

@@ -53,18 +53,39 @@ from searchrl.trainer.probe import ProbeConfig, probe_problems
 from searchrl.trainer.prompt_selection import PROMPT_SELECTIONS
 
 __all__ = [
+    "BOOKKEEPING_SETTINGS",
+    "COMPUTE_ONLY_SETTINGS",
     "FIELD_DOCS",
     "FIELD_SECTIONS",
     "RESERVED_YAML_KEYS",
     "ConfigError",
     "RunConfig",
     "load_params_file",
+    "measured_changes",
     "parse_scalar",
     "yaml_loader",
 ]
 
 # A parameter file may name the notebook it is written for; the runner refuses it for any other notebook.
 RESERVED_YAML_KEYS = ("notebook",)
+
+# Settings that say where a run is recorded and on which machine it runs, not what it computes or measures.
+BOOKKEEPING_SETTINGS = ("resume", "output_root", "run_name", "report_to", "device", "keep_resume_state")
+
+# Settings that change how a run computes (threads; how a step, a generation batch or an evaluation is cut; what the
+# backward pass recomputes) and not what it measures. A resumed run or ablation arm may change them: after a kernel
+# was killed for memory, a smaller micro_batch_size is how it continues.
+COMPUTE_ONLY_SETTINGS = ("torch_threads", "micro_batch_size", "activation_checkpointing", "max_concurrent_rollouts",
+                         "eval_batch_size")
+
+
+def measured_changes(was: Mapping[str, Any], now: RunConfig) -> dict[str, tuple[Any, Any]]:
+    """{name: (was, now)} for each setting of `now` that differs from `was` (a run's saved parameters; a setting they
+    lack counts at its default), bookkeeping and compute-only settings left out: what a resume changes about what the
+    run measures."""
+    defaults = RunConfig.defaults()
+    return {k: (was.get(k, defaults[k]), v) for k, v in now.to_dict().items()
+            if k not in (*BOOKKEEPING_SETTINGS, *COMPUTE_ONLY_SETTINGS) and v != was.get(k, defaults[k])}
 
 _DESCRIBE_HINT = "list them with: python -m searchrl.config"
 

@@ -128,8 +128,21 @@ def killed_advice(run_dir: str | Path, params: dict[str, Any]) -> str:
                      + " (other processes count too)")
     micro = params.get("micro_batch_size", 0)
     lines.append("to lower the peak: micro_batch_size (now " + (f"{micro}" if micro else "0: each step in one pass")
-                 + f"), eval_batch_size (now {params.get('eval_batch_size', '?')}), or fewer other jobs beside it")
+                 + f"), eval_batch_size (now {params.get('eval_batch_size', '?')}), activation_checkpointing, "
+                 "max_concurrent_rollouts (RL's generation in chunks), or fewer other jobs beside it; each changes "
+                 "how the run computes, not what it measures, so a resumed run may change it")
     return "\n  ".join(lines)
+
+
+def smaller_micro_batch(params: dict[str, Any]) -> int | None:
+    """A micro_batch_size about half the current pass (a quarter of a step taken whole) that divides the step, or
+    None when the step is already cut into single sequences or the run's step size is unknown."""
+    step = params.get("prompts_per_step", 0) * params.get("num_generations", 0)
+    current = params.get("micro_batch_size", 0) or step
+    target = current // 4 if current == step else current // 2
+    if step <= 0 or target < 1:
+        return None
+    return max(n for n in range(1, target + 1) if step % n == 0)
 
 
 def memory_callback() -> Any:

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import yaml
 
-from searchrl.config import ConfigError, RunConfig
+from searchrl.config import ConfigError, RunConfig, load_params_file, measured_changes
 
 if TYPE_CHECKING:  # matplotlib is only needed by callers that save figures
     from matplotlib.figure import Figure
@@ -321,9 +321,20 @@ def record_resume(run_dir: str | Path, cfg: RunConfig, command: list[str], repo:
     command, git state of ``repo``, default the cwd) appended to ``provenance.json``'s "resumed" list, which keeps
     the first launch's record. Returns the path of ``provenance.json``."""
     run_dir = Path(run_dir)
+    try:
+        changes = measured_changes(load_params_file(run_dir / "params.yaml")[0], cfg)
+    except ConfigError:  # parameters unreadable, or of an older schema: nothing to compare with
+        changes = {}
+    if changes:
+        changed = ", ".join(f"{k} {was!r} -> {now!r}" for k, (was, now) in changes.items())
+        print(f"warning: this resume changes what the run measures ({changed}); the steps before its last checkpoint "
+              "were made with the earlier values, which provenance.json keeps under 'resumed'", file=sys.stderr)
     cfg.to_yaml(run_dir / "params.yaml", header=f"Resolved parameters of run {run_dir.name} (resumed)")
     provenance = read_json(run_dir / "provenance.json") or {}
-    provenance.setdefault("resumed", []).append({"time": now_iso(), "command": list(command), "git": git_state(repo)})
+    record = {"time": now_iso(), "command": list(command), "git": git_state(repo)}
+    if changes:
+        record["changed"] = {k: list(pair) for k, pair in changes.items()}
+    provenance.setdefault("resumed", []).append(record)
     return write_json(run_dir / "provenance.json", provenance)
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from searchrl.config import FIELD_SECTIONS, ConfigError, RunConfig
+from searchrl.config import COMPUTE_ONLY_SETTINGS, FIELD_SECTIONS, ConfigError, RunConfig
 
 # Settings an arm may not change: the ablation itself decides them (seeds, and the ablation's own lists).
 ABLATION_FIELDS = ("arms", "seeds", "claims")
@@ -28,8 +28,8 @@ _ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # the arm's folder name
 # checks of RL training do not change it.
 _NOT_COLD_START_SECTIONS = ("RL", "eval", "benchmarks", "ablation", "data difficulty", "training health")
 _NOT_COLD_START_FIELDS = (
-    # where and how the run is recorded
-    "run_name", "output_root", "resume", "report_to", "torch_threads", "micro_batch_size",
+    # where the run is recorded, and how it computes
+    "run_name", "output_root", "resume", "report_to", *COMPUTE_ONLY_SETTINGS,
     # generation engine and sampling: the cold start trains on templated trajectories, it samples nothing
     "use_vllm", "vllm_gpu_memory_utilization", "vllm_mode", "vllm_server_url", "temperature", "top_p",
     # retriever service retries, waits and outages, and the untrained evaluation's subset

@@ -27,7 +27,7 @@ from searchrl.ablation.curves import CURVE_METRICS, band_curves, read_histories
 from searchrl.ablation.tables import arm_table, read_records, split_table
 from searchrl.ablation.verdict import Claim, parse_claims, verdict_table
 from searchrl.ablation.work import ArmWork, ExperimentWork
-from searchrl.config import ConfigError, RunConfig
+from searchrl.config import BOOKKEEPING_SETTINGS, COMPUTE_ONLY_SETTINGS, ConfigError, RunConfig
 from searchrl.rundir import (
     current_run_dir,
     drop_resume_state,
@@ -37,8 +37,9 @@ from searchrl.rundir import (
     write_json,
 )
 
-# Settings that may differ between an arm's first start and its resumption (another machine, another folder name)
-_BOOKKEEPING = ("resume", "output_root", "run_name", "report_to", "torch_threads", "device", "keep_resume_state")
+# Settings that may differ between an arm's first start and its resumption (another machine, another folder name,
+# less memory)
+_BOOKKEEPING = (*BOOKKEEPING_SETTINGS, *COMPUTE_ONLY_SETTINGS)
 
 
 class Ablation:
@@ -239,6 +240,8 @@ def _same_finished_cold_start(folder: Path, settings: Mapping[str, Any]) -> Path
         recorded = read_json(sibling / "settings.json")
         if not recorded or layout.read_done(sibling) is None:
             continue
+        # older cold starts recorded compute-only settings, which never tell two cold starts apart
+        recorded = {k: v for k, v in recorded.items() if k not in COMPUTE_ONLY_SETTINGS}
         filled = _with_defaults(recorded, settings)
         if set(recorded) <= set(settings) and json.dumps(filled, sort_keys=True, default=str) == wanted:
             return sibling
