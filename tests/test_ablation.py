@@ -166,6 +166,9 @@ def test_an_arm_resumes_with_less_memory_and_keeps_its_cold_start(tmp_path):
     [made] = (tmp_path / "run" / "shared" / "seed0").glob("cold_start-*")
     settings = json.loads((made / "settings.json").read_text())
     (made / "settings.json").write_text(json.dumps({**settings, "max_concurrent_rollouts": 8}))  # as once recorded
+    record = arm_folder(tmp_path / "run", "em", 0) / "arm.json"  # and a finished arm's record, then
+    info = json.loads(record.read_text())
+    record.write_text(json.dumps({**info, "params": {**info["params"], "micro_batch_size": 0, "eval_batch_size": 16}}))
     smaller = _cfg(tmp_path, micro_batch_size=2, max_concurrent_rollouts=4, eval_batch_size=1,
                    activation_checkpointing=True)
     Ablation(smaller, ARMS, seeds=[0], work=work, run_dir=tmp_path / "run").run()

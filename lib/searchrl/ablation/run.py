@@ -124,6 +124,7 @@ class Ablation:
             recorded = _recorded_params(folder)
             if recorded is None:
                 continue
+            recorded = _comparable(recorded)  # an older record may hold settings counted as bookkeeping since
             now = _comparable(cfg.to_dict())
             # A setting added to the schema since the arm started is absent from its record; at its default it
             # changes nothing, so only a non-default value counts as a change.
