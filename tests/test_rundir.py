@@ -39,7 +39,7 @@ from searchrl.rundir import (
     write_provenance,
     write_trajectories,
 )
-from searchrl.runner import NotebookError, RunError, main, parameters_cell_values, plan_run, run_notebook
+from searchrl.runner import NotebookError, RunError, main, parameters_cell_values, plan_run, run_notebook, summarize
 
 # --------------------------------------------------------------------------------------------------------------
 # run folders
@@ -410,6 +410,8 @@ def test_run_then_resume_into_the_same_folder(demo: Path, tmp_path: Path) -> Non
     assert (run_dir / "demo.attempt-1.ipynb").is_file() and (run_dir / "demo.ipynb").is_file()
     assert pd.read_parquet(run_dir / "metrics.parquet")["reward"].tolist() == [3.0, 5.0]  # history kept
     assert len(json.loads((run_dir / "provenance.json").read_text())["resumed"]) == 1
+    notebook_lines = [line for line in summarize(run_dir).splitlines() if ".ipynb" in line]
+    assert notebook_lines == [f"  notebook   {run_dir / 'demo.ipynb'} (earlier attempts: 1 *.attempt-N.ipynb beside it)"]
 
 
 @pytest.mark.slow

@@ -522,7 +522,13 @@ def _memory_advice(run_dir: Path) -> tuple[str, int | None]:
 def summarize(run_dir: Path) -> str:
     """Where the results of a run are: folder, notebook, parameters, metrics, evaluation files and figures."""
     lines = [f"run folder: {run_dir}"]
-    for pattern, label in (("*.ipynb", "notebook"), ("metrics.*", "metrics"), ("eval/*.json", "evaluation")):
+    notebooks = sorted(run_dir.glob("*.ipynb"))
+    attempts = [p for p in notebooks if ".attempt-" in p.name]  # each resume keeps the earlier executed notebook
+    for path in notebooks:
+        if path not in attempts:
+            lines.append(f"  {'notebook':<10} {path}"
+                         + (f" (earlier attempts: {len(attempts)} *.attempt-N.ipynb beside it)" if attempts else ""))
+    for pattern, label in (("metrics.*", "metrics"), ("eval/*.json", "evaluation"), ("*.csv", "table")):
         for path in sorted(run_dir.glob(pattern)):
             lines.append(f"  {label:<10} {path}")
     figures = sorted(run_dir.glob("figures/*.png"))
