@@ -72,7 +72,8 @@ def test_a_killed_run_is_told_its_recorded_peaks_and_what_lowers_them(tmp_path: 
     assert "peak memory: cold start 5.0 GB" in message
     assert "micro_batch_size (now 0: each step in one pass), eval_batch_size (now 20)" in message
     assert f"continue with: python -m searchrl.runner --resume {tmp_path}\n" in message
-    assert message.rstrip().endswith(f"--resume {tmp_path} -p micro_batch_size 4")  # a quarter of the 16-rollout step
+    # a quarter of the 16-rollout step, and half the evaluation batch
+    assert message.rstrip().endswith(f"--resume {tmp_path} -p micro_batch_size 4 -p eval_batch_size 10")
     total, _ = memory_use.machine_memory_gb()
     assert total is None or f"this machine: {total:.1f} GB" in message
 
@@ -84,3 +85,9 @@ def test_the_smaller_micro_batch_divides_the_step_and_halves_the_pass() -> None:
     assert memory_use.smaller_micro_batch({**step, "micro_batch_size": 4}) == 2
     assert memory_use.smaller_micro_batch({**step, "micro_batch_size": 1}) is None
     assert memory_use.smaller_micro_batch({}) is None  # parameters unknown
+
+
+def test_the_lower_peak_settings_name_only_what_can_get_smaller() -> None:
+    assert memory_use.lower_peak_settings({"prompts_per_step": 2, "num_generations": 4, "micro_batch_size": 1,
+                                           "eval_batch_size": 1}) == {}
+    assert memory_use.lower_peak_settings({"eval_batch_size": 5}) == {"eval_batch_size": 2}

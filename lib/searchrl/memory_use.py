@@ -145,6 +145,18 @@ def smaller_micro_batch(params: dict[str, Any]) -> int | None:
     return max(n for n in range(1, target + 1) if step % n == 0)
 
 
+def lower_peak_settings(params: dict[str, Any]) -> dict[str, int]:
+    """Compute-only settings, with values, that about halve the peak of a training pass and of an evaluation batch:
+    what a killed run can resume with (empty when neither can get smaller or the run's parameters are unknown)."""
+    out = {}
+    micro = smaller_micro_batch(params)
+    if micro:
+        out["micro_batch_size"] = micro
+    if params.get("eval_batch_size", 0) > 1:
+        out["eval_batch_size"] = params["eval_batch_size"] // 2
+    return out
+
+
 def memory_callback() -> Any:
     """A transformers TrainerCallback that adds the peak resident set since the stage began (`memory/peak_rss_gb`,
     and `memory/peak_gpu_gb` with a GPU) to each logged row. Put it before the history callback: callbacks see the

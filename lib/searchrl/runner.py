@@ -500,23 +500,24 @@ def _failure_message(err: BaseException, output: Path) -> str:
         )
     if type(err).__name__ == "DeadKernelError":  # nbclient's; the kernel process ended without answering
         advice, smaller = _memory_advice(output.parent)
+        flags = " ".join(f"-p {name} {value}" for name, value in smaller.items())
         return (f"the notebook's kernel died mid-cell (killed: out of memory? `dmesg | tail` says); the cells "
                 f"before it and the checkpoints are kept: {output}\n  {advice}"
                 f"\n  continue with: python -m searchrl.runner --resume {output.parent}"
-                + (f"\n  or, with half the memory for each training pass: python -m searchrl.runner --resume "
-                   f"{output.parent} -p micro_batch_size {smaller}" if smaller else ""))
+                + (f"\n  or, with about half the memory for each training pass and evaluation batch: "
+                   f"python -m searchrl.runner --resume {output.parent} {flags}" if flags else ""))
     return f"notebook run failed: {type(err).__name__}: {err}\n  partial notebook (if any): {output}"
 
 
-def _memory_advice(run_dir: Path) -> tuple[str, int | None]:
-    """What to say about memory, and a smaller micro_batch_size to resume with (None if there is none)."""
-    from searchrl.memory_use import killed_advice, smaller_micro_batch
+def _memory_advice(run_dir: Path) -> tuple[str, dict[str, int]]:
+    """What to say about memory, and smaller compute-only settings to resume with."""
+    from searchrl.memory_use import killed_advice, lower_peak_settings
 
     try:
         params, _ = load_params_file(run_dir / "params.yaml")
     except ConfigError:  # a run killed before it wrote its parameters: advise without the run's values
         params = {}
-    return killed_advice(run_dir, params), smaller_micro_batch(params)
+    return killed_advice(run_dir, params), lower_peak_settings(params)
 
 
 def summarize(run_dir: Path) -> str:
