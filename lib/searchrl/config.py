@@ -80,12 +80,15 @@ COMPUTE_ONLY_SETTINGS = ("torch_threads", "micro_batch_size", "activation_checkp
 
 
 def measured_changes(was: Mapping[str, Any], now: RunConfig) -> dict[str, tuple[Any, Any]]:
-    """{name: (was, now)} for each setting of `now` that differs from `was` (a run's saved parameters; a setting they
-    lack counts at its default), bookkeeping and compute-only settings left out: what a resume changes about what the
-    run measures."""
-    defaults = RunConfig.defaults()
-    return {k: (was.get(k, defaults[k]), v) for k, v in now.to_dict().items()
-            if k not in (*BOOKKEEPING_SETTINGS, *COMPUTE_ONLY_SETTINGS) and v != was.get(k, defaults[k])}
+    """{name: (was, now)} for each setting whose value in `now` differs from `was` (a run's saved parameters), with
+    bookkeeping and compute-only settings left out: what a resume changes about what the run measures. A setting
+    added to the schema since `was` was saved counts at its default there (at its default it changes nothing); one
+    `was` holds that the schema no longer has counts as changed to None."""
+    defaults, current = RunConfig.defaults(), now.to_dict()
+    skip = (*BOOKKEEPING_SETTINGS, *COMPUTE_ONLY_SETTINGS)
+    names = [*current, *(k for k in was if k not in current)]
+    return {k: (was.get(k, defaults.get(k)), current.get(k)) for k in names
+            if k not in skip and current.get(k) != was.get(k, defaults.get(k))}
 
 _DESCRIBE_HINT = "list them with: python -m searchrl.config"
 

@@ -27,7 +27,7 @@ from searchrl.ablation.curves import CURVE_METRICS, band_curves, read_histories
 from searchrl.ablation.tables import arm_table, read_records, split_table
 from searchrl.ablation.verdict import Claim, parse_claims, verdict_table
 from searchrl.ablation.work import ArmWork, ExperimentWork
-from searchrl.config import BOOKKEEPING_SETTINGS, COMPUTE_ONLY_SETTINGS, ConfigError, RunConfig
+from searchrl.config import BOOKKEEPING_SETTINGS, COMPUTE_ONLY_SETTINGS, ConfigError, RunConfig, measured_changes
 from searchrl.rundir import (
     current_run_dir,
     drop_resume_state,
@@ -124,14 +124,10 @@ class Ablation:
             recorded = _recorded_params(folder)
             if recorded is None:
                 continue
-            recorded = _comparable(recorded)  # an older record may hold settings counted as bookkeeping since
-            now = _comparable(cfg.to_dict())
-            # A setting added to the schema since the arm started is absent from its record; at its default it
-            # changes nothing, so only a non-default value counts as a change.
-            was = _with_defaults(recorded, set(now) | set(recorded))
-            changed = sorted(k for k in was if now.get(k) != was[k])
-            if changed:
-                detail = ", ".join(f"{k}: {was[k]!r} -> {now.get(k)!r}" for k in changed[:6])
+            # the same comparison as a resumed run's (an older record may hold settings counted as bookkeeping since)
+            changes = measured_changes(recorded, cfg)
+            if changes:
+                detail = ", ".join(f"{k}: {changes[k][0]!r} -> {changes[k][1]!r}" for k in sorted(changes)[:6])
                 raise ConfigError(f"arm {name!r} seed {seed} in {folder} was started with other settings ({detail}); "
                                   "start a new run folder, or restore those parameters to resume it")
 
