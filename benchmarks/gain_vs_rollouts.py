@@ -2,10 +2,11 @@
 cold start, on one axis.
 
 Reads `outputs/levers/gain_vs_rollouts.csv` (one row per run: its cold start's family, the lever, seed, device,
-trained rollouts, held-out questions, ΔF1 after RL minus after the cold start with its paired bootstrap 95% interval,
-and the LOG's lever-table row it comes from), plots ΔF1 against the trained rollouts on a log axis with issue 10's
-target (+0.10) drawn in, fits ΔF1 = a + b log10(rollouts) per family over the runs that share its RL recipe, and
-says where each fit reaches the target.
+the RL recipe (runs of one recipe differ only in how many rollouts they train on), trained rollouts, held-out
+questions, ΔF1 after RL minus after the cold start with its paired bootstrap 95% interval, and the LOG's lever-table
+row it comes from), plots ΔF1 against the trained rollouts on a log axis with issue 10's target (+0.10) drawn in,
+fits ΔF1 = a + b log10(rollouts) for each cold start and recipe run at three or more rollout counts, and says where
+each fit reaches the target.
 
     python benchmarks/gain_vs_rollouts.py
     python benchmarks/gain_vs_rollouts.py --csv my_runs.csv --out outputs/figures/my-gain-vs-rollouts.png
@@ -27,7 +28,7 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = 0.10
-COLUMNS = ("family", "lever", "seed", "device", "trained_rollouts", "n_eval", "delta_f1", "low", "high")
+COLUMNS = ("family", "lever", "recipe", "seed", "device", "trained_rollouts", "n_eval", "delta_f1", "low", "high")
 
 
 def read_runs(path: Path) -> pd.DataFrame:
@@ -49,6 +50,16 @@ def fit(runs: pd.DataFrame) -> dict:
             "rollouts_at_target": float(at_target)}
 
 
+def fits_by_recipe(runs: pd.DataFrame) -> tuple[dict, list]:
+    """The fit of each (cold start, recipe) run at three or more rollout counts, and the pairs left as points.
+
+    A line is drawn only through runs of one cold start and one recipe: a lever that changes what RL rewards or
+    samples is its own recipe and stays a point until it is run at three rollout counts."""
+    every = {key: fit(part) for key, part in runs.groupby(["family", "recipe"])}
+    fits = {key: info for key, info in every.items() if info["slope_per_decade"] is not None}
+    return fits, sorted(every.keys() - fits.keys())
+
+
 def plot(runs: pd.DataFrame, fits: dict, out: Path) -> None:
     import matplotlib
 
@@ -66,10 +77,9 @@ def plot(runs: pd.DataFrame, fits: dict, out: Path) -> None:
                     label=f"{family} cold start, {device}" + (f" (n={part['n_eval'].iloc[0]})" if family == "demo"
                                                               else ""))
     span = np.logspace(math.log10(runs["trained_rollouts"].min() * 0.8), math.log10(5000), 50)
-    for family, info in fits.items():
-        if info.get("slope_per_decade"):
-            ax.plot(span, info["intercept"] + info["slope_per_decade"] * np.log10(span), "--", lw=1,
-                    color=colours[family])
+    for (family, _recipe), info in fits.items():
+        ax.plot(span, info["intercept"] + info["slope_per_decade"] * np.log10(span), "--", lw=1,
+                color=colours[family])
     ax.axhline(TARGET, color="black", lw=1)
     ax.text(span[0], TARGET + 0.008, "target: ΔF1 >= +0.10 with the interval above 0", fontsize=8)
     ax.axhline(0, color="grey", lw=0.6)
@@ -91,21 +101,18 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "outputs" / "figures" / "gain-vs-trained-rollouts.png")
     args = parser.parse_args()
     runs = read_runs(args.csv)
-    # A family's fit uses the runs of its one RL recipe scaled in rollouts (the cpu_long recipe and its GPU-sized
-    # versions); levers that change what RL rewards or samples stay as points.
-    same_recipe = runs["lever"].str.startswith(("X (cpu_long)", "Zk", "Zl", "Zm (cpu_long)", "one_gpu"))
-    fits = {family: fit(part) for family, part in runs[same_recipe].groupby("family")}
+    fits, unfitted = fits_by_recipe(runs)
     plot(runs, fits, args.out)
-    for family, info in fits.items():
-        if info.get("slope_per_decade") is None:
-            print(f"{family}: fewer than three rollout counts with one recipe, no fit")
-            continue
-        print(f"{family}: {info['runs']} runs, ΔF1 {info['slope_per_decade']:+.3f} per tenfold rollouts; "
-              f"the line meets +{TARGET:.2f} at about {info['rollouts_at_target']:,.0f} trained rollouts")
+    for (family, recipe), info in fits.items():
+        print(f"{family} cold start, {recipe}: {info['runs']} runs, ΔF1 {info['slope_per_decade']:+.3f} per tenfold "
+              f"rollouts; the line meets +{TARGET:.2f} at about {info['rollouts_at_target']:,.0f} trained rollouts")
+    print(f"points only (fewer than three rollout counts): {', '.join(f'{f}/{r}' for f, r in unfitted)}")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     record = ROOT / "outputs" / "benchmarks" / f"gain_vs_rollouts-{stamp}.json"
     record.parent.mkdir(parents=True, exist_ok=True)
-    record.write_text(json.dumps({"csv": str(args.csv), "figure": str(args.out), "fits": fits}, indent=2))
+    record.write_text(json.dumps({"csv": str(args.csv), "figure": str(args.out),
+                                         "fits": {f"{family}/{recipe}": info for (family, recipe), info in fits.items()}},
+                                        indent=2))
     print(f"figure: {args.out}\nfits: {record}")
 
 

@@ -1,5 +1,5 @@
 """benchmarks/gain_vs_rollouts.py: the fit reads where a log-linear line meets the target, refuses to draw a line
-through fewer than three rollout counts, and the transcribed runs file has every column the script needs."""
+through fewer than three rollout counts or across recipes, and the transcribed runs file has every column the script needs."""
 
 from __future__ import annotations
 
@@ -34,6 +34,15 @@ def test_the_line_meets_the_target_where_the_hand_worked_numbers_say(script):
 def test_two_rollout_counts_draw_no_line(script):
     runs = pd.DataFrame({"trained_rollouts": [240, 240, 3072], "delta_f1": [0.0, 0.03, 0.08]})
     assert script.fit(runs)["slope_per_decade"] is None
+
+
+def test_a_line_joins_only_runs_of_one_cold_start_and_one_recipe(script):
+    runs = pd.DataFrame({"family": ["A"] * 5 + ["B"] * 3, "recipe": ["r"] * 3 + ["lever", "lever"] + ["r"] * 3,
+                         "trained_rollouts": [10, 100, 1000, 10, 1000, 10, 100, 100],
+                         "delta_f1": [0.06, 0.10, 0.14, 0.5, 0.9, 0.0, 0.1, 0.1]})
+    fits, points = script.fits_by_recipe(runs)
+    assert list(fits) == [("A", "r")] and fits[("A", "r")]["slope_per_decade"] == pytest.approx(0.04)
+    assert points == [("A", "lever"), ("B", "r")]  # two rollout counts each: no line, whatever their numbers
 
 
 def test_the_transcribed_runs_have_the_columns_and_sane_intervals(script):
