@@ -110,9 +110,8 @@ def main() -> None:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     record = ROOT / "outputs" / "benchmarks" / f"gain_vs_rollouts-{stamp}.json"
     record.parent.mkdir(parents=True, exist_ok=True)
-    record.write_text(json.dumps({"csv": str(args.csv), "figure": str(args.out),
-                                         "fits": {f"{family}/{recipe}": info for (family, recipe), info in fits.items()}},
-                                        indent=2))
+    named = {f"{family}/{recipe}": info for (family, recipe), info in fits.items()}  # JSON keys are strings
+    record.write_text(json.dumps({"csv": str(args.csv), "figure": str(args.out), "fits": named}, indent=2))
     print(f"figure: {args.out}\nfits: {record}")
 
 

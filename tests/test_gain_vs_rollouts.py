@@ -1,5 +1,6 @@
 """benchmarks/gain_vs_rollouts.py: the fit reads where a log-linear line meets the target, refuses to draw a line
-through fewer than three rollout counts or across recipes, and the transcribed runs file has every column the script needs."""
+through fewer than three rollout counts or across recipes, and the transcribed runs file has every column the script
+needs."""
 
 from __future__ import annotations
 
