@@ -63,7 +63,8 @@ def test_format_collapse_needs_the_format_first():
     # step 17 0.45 < 0.5.
     stream = {step: {FORMAT_KEY: 0.2 if step <= 5 else 0.9 if step <= 15 else 0.0} for step in range(1, 21)}
     monitor = HealthMonitor(HealthConfig(health_window=4, health_min_format_rate=0.5))
-    assert _feed(monitor, stream) == [(17, "format collapse")]
+    # Four steps at 0.0 (16-19) also mean no sample keeps the format at all: the format-lost rule's alarm.
+    assert _feed(monitor, stream) == [(17, "format collapse"), (19, "format lost")]
     untrained = {step: {FORMAT_KEY: 0.1} for step in range(1, 30)}
     assert _feed(HealthMonitor(HealthConfig(health_window=4)), untrained) == []
 
@@ -79,6 +80,29 @@ def test_search_collapse_is_found_within_four_steps_even_with_a_long_window():
     never = {step: {SEARCH_KEY: 0.0} for step in range(1, 10)}  # a policy that never searched has not collapsed
     assert _feed(HealthMonitor(HealthConfig()), never) == []
     assert _feed(HealthMonitor(HealthConfig(health_min_searches=0.0)), stream) == []
+
+
+def test_format_lost_is_found_where_the_format_never_reached_the_collapse_rule():
+    # ablate_algorithm's cpu profile, RLOO seed 0: sampled format 0.25 at step 1, 0.00 from step 2 on. The
+    # format-collapse rule waits for 0.5 and never fires; the last-4 mean is 0.0625 at step 4 and 0 at step 5.
+    formats = [0.25] + [0.0] * 15
+    stream = {step: {FORMAT_KEY: rate} for step, rate in enumerate(formats, start=1)}
+    monitor = HealthMonitor(HealthConfig())
+    assert _feed(monitor, stream) == [(5, "format lost")]
+    assert monitor.alarms[0].window_start == 2 and "no sampled rollout keeps the format" in monitor.alarms[0].message
+    never = {step: {FORMAT_KEY: 0.0} for step in range(1, 10)}  # a policy that never had the format has not lost it
+    assert _feed(HealthMonitor(HealthConfig()), never) == []
+    assert _feed(HealthMonitor(HealthConfig(health_lost_format_rate=-1)), stream) == []
+    # A rare well-formed sample keeps the window above 0.02: one in 8 at step 3 of 4 is a mean of 0.031.
+    rare = {step: {FORMAT_KEY: 0.125 if step % 4 == 3 else 0.0} for step in range(1, 17)}
+    assert _feed(HealthMonitor(HealthConfig()), rare) == []
+
+
+def test_format_lost_clears_when_the_format_comes_back_and_can_alarm_again():
+    formats = [0.3] * 4 + [0.0] * 4 + [0.4] * 4 + [0.0] * 4
+    stream = {step: {FORMAT_KEY: rate} for step, rate in enumerate(formats, start=1)}
+    # Last-4 means: step 8 is 0 (alarm); step 9 is 0.1 (cleared); steps 13-16 fall to 0 again at step 16.
+    assert _feed(HealthMonitor(HealthConfig()), stream) == [(8, "format lost"), (16, "format lost")]
 
 
 def test_gibberish_and_repetition_and_rules_that_are_off():
@@ -189,6 +213,8 @@ def test_a_resumed_run_replays_its_log_history(tmp_path):
 def test_settings_are_checked():
     with pytest.raises(ValueError, match="health_action must be one of off, warn, stop"):
         HealthConfig(health_action="halt")
-    values = {**HealthConfig().__dict__, "health_window": 0, "health_min_format_rate": 1.5, "health_min_searches": -1}
+    values = {**HealthConfig().__dict__, "health_window": 0, "health_min_format_rate": 1.5, "health_min_searches": -1,
+              "health_lost_format_rate": 1.0}
     assert [key for key, _ in health_problems(values)] == ["health_window", "health_min_format_rate",
-                                                           "health_min_searches"]
+                                                           "health_lost_format_rate", "health_min_searches"]
+    assert health_problems({**HealthConfig().__dict__, "health_lost_format_rate": -1}) == []  # -1: off

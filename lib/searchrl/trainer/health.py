@@ -1,4 +1,5 @@
-"""Training health: reward collapse, format collapse and gibberish, read from the metrics the trainer logs.
+"""Training health: reward, format and search collapse, lost format, gibberish and repetition, read from the metrics
+the trainer logs.
 
 GRPO runs of search agents can collapse after a few hundred steps (Search-R1 reports it): the reward falls and stays
 down, the answer format is lost, or the model emits garbage. `HealthCallback` watches the logged metrics and, with
@@ -16,6 +17,13 @@ simple rules over rolling means of the last `health_window` logged steps, says s
                       searching, which on questions it cannot know means guessing (issue 10's most common failure
                       on a CPU). A level near zero cannot be noise, so this rule needs no long window and also judges
                       runs of a few dozen steps, which the other rules' 20-step windows never fill.
+    format lost       the mean of `search/format_ok_rate` over the last 4 logged steps (or `health_window`) fell to
+                      `health_lost_format_rate` or below after a window above it: no sampled rollout is well formed
+                      any more, so every rollout earns the format penalty, every group's rewards are equal, and a
+                      group-relative estimator has nothing to learn the format back from. It catches what format
+                      collapse cannot: a cold start whose samples were well formed a quarter of the time never
+                      reaches that rule's 0.5 (ablate_algorithm's cpu profile, RLOO seed 0: 0.25, then 0.00 from
+                      its second step). Like search collapse, a level near zero needs no long window.
 
 Rolling means of whole windows make the rules robust to the noise of single batches. Each alarm is raised once
 when its rule starts to hold (and again only after it has cleared): as a `HealthWarning`, as a line for the run's
@@ -69,7 +77,7 @@ FORMAT_KEY = "search/format_ok_rate"
 GARBLED_KEY = "search/garbled_rate"
 REPEAT_KEY = "search/repeat_ratio"
 SEARCH_KEY = "search/searches_per_sample"
-SEARCH_WINDOW = 4  # logged steps the search-collapse rule averages (at most health_window)
+SHORT_WINDOW = 4  # logged steps the search-collapse and format-lost rules average (at most health_window)
 RECORD_NAME = "health.json"
 _NGRAM = 4  # token n-grams counted by repeat_ratio
 
@@ -95,6 +103,9 @@ class HealthConfig:
     health_min_searches: float = 0.1
     """Search collapse: the mean of search/searches_per_sample over the last 4 logged steps below this after having
     reached it; the policy has stopped searching and answers from what it can guess (0: off)."""
+    health_lost_format_rate: float = 0.02
+    """Format lost: the mean of search/format_ok_rate over the last 4 logged steps at or below this after a window
+    above it; no sample keeps the format, so every group's rewards are equal and nothing is learned back (-1: off)."""
     health_record: str = ""
     """JSON file of alarms and checkpoints; empty: health.json in the trainer's output folder."""
 
@@ -116,6 +127,9 @@ def health_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     for name in ("health_min_format_rate", "health_max_garbled_rate", "health_max_repeat_ratio"):
         if not 0 <= values[name] <= 1:
             problems.append((name, f"{name} is a rate, so it must be in [0, 1]; got {values[name]!r}"))
+    if not (values["health_lost_format_rate"] == -1 or 0 <= values["health_lost_format_rate"] < 1):
+        value = values["health_lost_format_rate"]
+        problems.append(("health_lost_format_rate", f"health_lost_format_rate is a rate in [0, 1) (-1: off); got {value!r}"))
     if values["health_min_searches"] < 0:
         problems.append(("health_min_searches",
                          f"health_min_searches must be >= 0 (0: off), got {values['health_min_searches']!r}"))
@@ -190,7 +204,9 @@ class HealthMonitor:
         self.cfg = cfg
         keys = (REWARD_KEY, FORMAT_KEY, GARBLED_KEY, REPEAT_KEY)
         self.windows = {key: _Window(cfg.health_window) for key in keys}
-        self.windows[SEARCH_KEY] = _Window(min(cfg.health_window, SEARCH_WINDOW))
+        self.windows[SEARCH_KEY] = _Window(min(cfg.health_window, SHORT_WINDOW))
+        self.short_format = _Window(min(cfg.health_window, SHORT_WINDOW))  # the format-lost rule's own window
+        self.format_was_above = False  # some short window's format rate was above health_lost_format_rate
         self.best_reward = -math.inf
         self.reached: set[str] = set()  # floor rules whose level the run has reached (format, searches)
         self.active: dict[str, Alarm] = {}
@@ -209,11 +225,17 @@ class HealthMonitor:
                 mean = window.add(step, float(value))
                 if mean is not None:
                     means[key] = mean
+        short_format = logs.get(FORMAT_KEY)
+        if isinstance(short_format, (int, float)) and not isinstance(short_format, bool) and math.isfinite(short_format):
+            mean = self.short_format.add(step, float(short_format))
+            if mean is not None:
+                means["short format"] = mean
         holding: dict[str, tuple[float, str]] = {}
         cleared: set[str] = set()
         self._reward_rule(means, holding, cleared)
         self._format_rule(means, holding, cleared)
         self._search_rule(means, holding, cleared)
+        self._format_lost_rule(means, holding, cleared)
         for rule, key, limit, what in (("gibberish", GARBLED_KEY, self.cfg.health_max_garbled_rate, "garbled"),
                                        ("repetition", REPEAT_KEY, self.cfg.health_max_repeat_ratio, "repeated")):
             if key in means and limit < 1:
@@ -229,9 +251,10 @@ class HealthMonitor:
         for rule, (value, message) in holding.items():
             if rule in self.active:
                 continue
-            key = {"reward collapse": REWARD_KEY, "format collapse": FORMAT_KEY, "gibberish": GARBLED_KEY,
-                   "repetition": REPEAT_KEY, "search collapse": SEARCH_KEY}[rule]
-            alarm = Alarm(rule, step, self.windows[key].start, value, message)
+            window = self.short_format if rule == "format lost" else self.windows[{
+                "reward collapse": REWARD_KEY, "format collapse": FORMAT_KEY, "gibberish": GARBLED_KEY,
+                "repetition": REPEAT_KEY, "search collapse": SEARCH_KEY}[rule]]
+            alarm = Alarm(rule, step, window.start, value, message)
             self.active[rule] = alarm
             self.alarms.append(alarm)
             new.append(alarm)
@@ -276,6 +299,22 @@ class HealthMonitor:
             f"the policy has nearly stopped searching: {{mean:.3f}} searches per sample over the last "
             f"{self.windows[SEARCH_KEY].size} logged steps, below {floor:g}; its answers are now guesses (on a "
             f"synthetic world) or recall"))
+
+    def _format_lost_rule(self, means: dict, holding: dict, cleared: set) -> None:
+        # Not a _floor_rule: "reached" there means at or above the floor, and a floor of 0 there means off, while
+        # here the level is at or near 0 and it is "above" that must come first.
+        level = self.cfg.health_lost_format_rate
+        if "short format" not in means or level < 0:
+            return
+        mean = means["short format"]
+        if mean > level:
+            self.format_was_above = True
+            cleared.add("format lost")
+        elif self.format_was_above:
+            holding["format lost"] = (mean, (
+                f"no sampled rollout keeps the format: {mean:.3f} well formed over the last "
+                f"{self.short_format.size} logged steps (at most {level:g}), after more before; every rollout now "
+                f"earns the format penalty, so groups have no spread and the format cannot be learned back"))
 
 
 # ---------------------------------------------------------------------------------------------- record
@@ -372,7 +411,7 @@ def _callback_class():
     from transformers import TrainerCallback
 
     class HealthCallback(TrainerCallback):
-        """Watches each logged step for reward collapse, format collapse and gibberish (see the module docstring).
+        """Watches each logged step for the collapse rules of the module docstring.
 
         `cfg` is a `HealthConfig` (or a RunConfig, which is one); `sink` receives each alarm's line (e.g. `print`).
         Every process runs the rules on the same gathered metrics, so with `health_action: stop` all of them stop
