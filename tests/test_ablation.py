@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -205,6 +206,42 @@ def test_a_cold_start_made_before_a_setting_existed_is_reused(tmp_path):
     other = {"sft": {"rewards": ["em"], "sft_examples": 8}}  # a cold-start setting that differs: made anew
     Ablation(_cfg(tmp_path), other, seeds=[0], work=work, run_dir=tmp_path / "run").run()
     assert len(work.cold_starts) == 2
+
+
+class WeightsWork(FakeWork):
+    """FakeWork whose cold start saves weights: the same bytes each time unless `drift` (another thread count, say)."""
+
+    def __init__(self, drift=False, **kwargs):
+        super().__init__(**kwargs)
+        self.drift = drift
+
+    def cold_start(self, cfg, folder):
+        model = super().cold_start(cfg, folder)
+        (model / "model.safetensors").write_bytes(bytes([cfg.seed, int(self.drift)]) * 64)
+        return model
+
+
+def test_a_cold_start_made_again_after_a_slim_copy_is_checked_against_the_first(tmp_path):
+    from searchrl.slim import slim_copy
+
+    with pytest.raises(RuntimeError, match="killed mid-arm"):
+        Ablation(_cfg(tmp_path), ARMS, seeds=[0], work=WeightsWork(fail_at=("f1", 0)), run_dir=tmp_path / "run").run()
+    [made] = (tmp_path / "run" / "shared" / "seed0").glob("cold_start-*")
+    first = json.loads((made / "weights.json").read_text())["sha256"]
+    assert json.loads((arm_folder(tmp_path / "run", "em", 0) / "done.json").read_text())["cold_start_sha256"] == first
+    # The machine is lost; its slim copy (no weights, no cold-start done marker) is resumed elsewhere.
+    for name, drift in (("same", False), ("drifted", True)):
+        copy = slim_copy(tmp_path / "run", tmp_path / name)
+        work = WeightsWork(drift=drift)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            Ablation(_cfg(tmp_path), ARMS, seeds=[0], work=work, run_dir=copy).run()
+        assert len(work.cold_starts) == 1 and [(a, s) for a, s, _ in work.runs] == [("f1", 0)]
+        record = json.loads((copy / "shared" / "seed0" / made.name / "weights.json").read_text())
+        f1_start = json.loads((arm_folder(copy, "f1", 0) / "done.json").read_text())["cold_start_sha256"]
+        assert record["sha256"] == first and len(record["made"]) == 2
+        assert record["same_as_first"] is (not drift) and (f1_start == first) is (not drift)
+        assert any("was made again and its weights differ" in str(w.message) for w in caught) is drift
 
 
 def test_reports_of_a_fake_ablation(tmp_path):

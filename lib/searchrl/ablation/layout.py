@@ -10,10 +10,15 @@
 
 A part is finished exactly when its `done.json` exists; it is written atomically (temporary file, then rename) after
 everything else of the part, so an interrupted part never looks finished.
+
+A cold start also leaves `weights.json`, the SHA-256 of its weight files, every time it is made: a slim copy keeps
+it (and drops the weights and the done marker), so when a resume has to make the cold start again, the digest says
+whether the arms still to run start from the very policy the finished ones started from.
 """
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +28,8 @@ from searchrl.rundir import read_json, stage_trajectories_path, write_json
 EVAL_STAGE = "after RL"  # the evaluation every arm is compared on
 EVAL_SLUG = EVAL_STAGE.replace(" ", "_")
 DONE = "done.json"
+WEIGHTS = "weights.json"
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
 
 
 def arm_folder(run_dir: Path, arm: str, seed: int) -> Path:
@@ -60,6 +67,20 @@ def read_done(folder: Path) -> dict[str, Any] | None:
     return read_json(Path(folder) / DONE)
 
 
+def weights_sha256(model: Path | None) -> str | None:
+    """SHA-256 over the weight files of a saved model folder, in name order (None: no model or no weight file)."""
+    files = sorted(f for f in Path(model).rglob("*") if f.is_file() and f.suffix in WEIGHT_SUFFIXES) if model else []
+    if not files:
+        return None
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.relative_to(model).as_posix().encode())
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
 def finished_arm_folders(run_dir: Path) -> dict[tuple[str, int], Path]:
     """{(arm, seed): folder} of every finished arm and seed under `run_dir`, whatever the current plan says."""
     found = {}
@@ -71,5 +92,5 @@ def finished_arm_folders(run_dir: Path) -> dict[tuple[str, int], Path]:
     return found
 
 
-__all__ = ["DONE", "EVAL_SLUG", "EVAL_STAGE", "arm_folder", "cold_start_folder", "finished_arm_folders", "is_done",
-           "mark_done", "read_done", "records_path", "trained_policy"]
+__all__ = ["DONE", "EVAL_SLUG", "EVAL_STAGE", "WEIGHTS", "arm_folder", "cold_start_folder", "finished_arm_folders",
+           "is_done", "mark_done", "read_done", "records_path", "trained_policy", "weights_sha256"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from searchrl.rundir import (
     drop_resume_state,
     last_complete_checkpoint,
     mark_status,
+    read_json,
     save_figure,
     write_json,
 )
@@ -142,12 +144,15 @@ class Ablation:
                                           "params": _comparable(cfg.to_dict())})
         cfg.to_yaml(folder / "params.yaml", header=f"Arm {arm.name}, seed {seed}, of ablation {self.run_dir.name}")
         start = self._cold_start(cfg, seed)
+        start_digest = (layout.read_done(layout.cold_start_folder(self.run_dir, seed, cold_start_key(cfg)))
+                        or {}).get("sha256")
         self.work.train_and_evaluate(cfg, folder, start)
         if not layout.records_path(folder).is_file():
             raise RuntimeError(f"arm {arm.name!r} seed {seed} finished without evaluation records at "
                                f"{layout.records_path(folder)}; the work must evaluate on the held-out questions")
         layout.mark_done(folder, {"arm": arm.name, "seed": seed,
-                                  "cold_start": str(start) if start is not None else None})
+                                  "cold_start": str(start) if start is not None else None,
+                                  "cold_start_sha256": start_digest})
         if not cfg.keep_resume_state:
             drop_resume_state(folder)
 
@@ -165,7 +170,8 @@ class Ablation:
         folder.mkdir(parents=True, exist_ok=True)
         write_json(folder / "settings.json", cold_start_settings(cfg))
         model = self.work.cold_start(cfg, folder)
-        layout.mark_done(folder, {"seed": seed, "model": str(model) if model is not None else None})
+        digest = _record_weights(folder, model, seed)
+        layout.mark_done(folder, {"seed": seed, "model": str(model) if model is not None else None, "sha256": digest})
         return model
 
     # ---- reporting --------------------------------------------------------------------------------------------
@@ -230,8 +236,6 @@ def _with_defaults(recorded: Mapping[str, Any], keys: Iterable[str]) -> dict[str
 
 def _same_finished_cold_start(folder: Path, settings: Mapping[str, Any]) -> Path | None:
     """A finished sibling of cold-start `folder` made with `settings` (absent ones read as their defaults)."""
-    from searchrl.rundir import read_json
-
     wanted = json.dumps(settings, sort_keys=True, default=str)
     for sibling in sorted(folder.parent.glob("cold_start-*")):
         recorded = read_json(sibling / "settings.json")
@@ -245,9 +249,27 @@ def _same_finished_cold_start(folder: Path, settings: Mapping[str, Any]) -> Path
     return None
 
 
-def _recorded_params(folder: Path) -> dict[str, Any] | None:
-    from searchrl.rundir import read_json
+def _record_weights(folder: Path, model: Path | None, seed: int) -> str | None:
+    """Write the cold start's weight digest to its weights.json, and say so loudly when a cold start made again (its
+    weights were dropped, by a slim copy or by hand) differs from the one made first: arms already finished started
+    from that one."""
+    digest = layout.weights_sha256(model)
+    record = read_json(folder / layout.WEIGHTS) or {}
+    first = record.get("sha256")
+    made = [*record.get("made", []), digest]
+    if first and digest and digest != first:
+        message = (f"the cold start of seed {seed} ({folder.name}) was made again and its weights differ from the "
+                   f"first one's (sha256 {digest[:12]} vs {first[:12]}): arms finished before started from the first, "
+                   "arms run from now on start from this one. Compare them with that in mind, or start a new run "
+                   "folder so that every arm shares one cold start.")
+        warnings.warn(message, stacklevel=2)
+        print(f"ablation: WARNING: {message}")
+    write_json(folder / layout.WEIGHTS, {"sha256": first or digest, "made": made,
+                                         "same_as_first": all(d == (first or digest) for d in made)})
+    return digest
 
+
+def _recorded_params(folder: Path) -> dict[str, Any] | None:
     info = read_json(folder / "arm.json")
     return info.get("params") if info else None
 
