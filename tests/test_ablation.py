@@ -244,6 +244,26 @@ def test_a_cold_start_made_again_after_a_slim_copy_is_checked_against_the_first(
         assert any("was made again and its weights differ" in str(w.message) for w in caught) is drift
 
 
+class LostFormatWork(FakeWork):
+    """FakeWork whose 'em' arm then logs steps 3-10 in which the sampled format goes 0.25 -> 0 (as RLOO's seed 0 did
+    in ablate_algorithm's cpu profile)."""
+
+    def train_and_evaluate(self, cfg, folder, start):
+        super().train_and_evaluate(cfg, folder, start)
+        if folder.parent.name == "em":
+            history = MetricsHistory(folder)
+            for step in range(3, 11):
+                history.append({"reward": -2.0, "search/format_ok_rate": 0.25 if step == 3 else 0.0}, step=step)
+
+
+def test_the_plan_shows_the_training_alarms_of_each_finished_arm(tmp_path):
+    ablation = Ablation(_cfg(tmp_path), ARMS, seeds=[0], work=LostFormatWork(), run_dir=tmp_path / "run")
+    # the last-4 format means: step 6 0.0625 (some format), step 7 0.0 (none left)
+    assert ablation.run()["health"].tolist() == ["format lost at step 7", ""]
+    off = Ablation(_cfg(tmp_path, health_action="off"), ARMS, seeds=[0], work=LostFormatWork(), run_dir=tmp_path / "off")
+    assert off.run()["health"].tolist() == ["", ""]
+
+
 def test_reports_of_a_fake_ablation(tmp_path):
     claims = [Claim("F1 reward beats EM", better="f1", worse="em", metric="f1", paper="R1-Searcher Table 5")]
     ablation = Ablation(_cfg(tmp_path), ARMS, [0, 1], claims, work=FakeWork(), run_dir=tmp_path / "run")

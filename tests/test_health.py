@@ -17,6 +17,7 @@ from searchrl.trainer.health import (
     HealthConfig,
     HealthMonitor,
     HealthWarning,
+    alarms_in_history,
     garble_metrics,
     health_problems,
     repeat_ratio,
@@ -103,6 +104,15 @@ def test_format_lost_clears_when_the_format_comes_back_and_can_alarm_again():
     stream = {step: {FORMAT_KEY: rate} for step, rate in enumerate(formats, start=1)}
     # Last-4 means: step 8 is 0 (alarm); step 9 is 0.1 (cleared); steps 13-16 fall to 0 again at step 16.
     assert _feed(HealthMonitor(HealthConfig()), stream) == [(8, "format lost"), (16, "format lost")]
+
+
+def test_alarms_are_replayed_from_a_metrics_history_one_monitor_per_stage():
+    # Stage 1 loses the format at step 5; stage 2 (a new trainer, a new monitor) starts at 0 and never had it.
+    rows = [{"step": s, "stage": "stage1", FORMAT_KEY: 0.25 if s == 1 else 0.0} for s in range(1, 7)]
+    rows += [{"step": s, "stage": "stage2", FORMAT_KEY: 0.0, "reward": float("nan")} for s in range(7, 13)]
+    alarms = alarms_in_history(list(reversed(rows)), HealthConfig())  # any order: replayed by step
+    assert [(a.rule, a.step) for a in alarms] == [("format lost", 5)]
+    assert alarms_in_history([{"step": 0, FORMAT_KEY: float("nan")}], HealthConfig()) == []
 
 
 def test_gibberish_and_repetition_and_rules_that_are_off():

@@ -30,6 +30,7 @@ from searchrl.ablation.verdict import Claim, parse_claims, verdict_table
 from searchrl.ablation.work import ArmWork, ExperimentWork
 from searchrl.config import BOOKKEEPING_SETTINGS, COMPUTE_ONLY_SETTINGS, ConfigError, RunConfig, measured_changes
 from searchrl.rundir import (
+    MetricsHistory,
     current_run_dir,
     drop_resume_state,
     last_complete_checkpoint,
@@ -83,7 +84,8 @@ class Ablation:
     def plan(self) -> pd.DataFrame:
         """One row per arm and seed, in run order: its cold-start key, state (done / partial / to do), and for a
         finished one its held-out F1 and searches per question (a seed that stopped searching shows at a glance),
-        then its folder."""
+        the training-health alarms its metrics history raises (a seed that lost the format shows too), then its
+        folder."""
         held_out = _held_out_means(read_records(self.run_dir, [a.name for a in self.arms]))
         rows = []
         for seed in self.seeds:
@@ -91,9 +93,11 @@ class Ablation:
                 folder = layout.arm_folder(self.run_dir, arm.name, seed)
                 state = "done" if layout.is_done(folder) else ("partial" if folder.exists() else "to do")
                 means = held_out.get((arm.name, seed), {})
-                rows.append({"arm": arm.name, "seed": seed, "cold start": cold_start_key(self.configs[arm.name, seed]),
+                cfg = self.configs[arm.name, seed]
+                rows.append({"arm": arm.name, "seed": seed, "cold start": cold_start_key(cfg),
                              "state": state, "F1": means.get("f1", float("nan")),
-                             "searches/question": means.get("searches", float("nan")), "folder": str(folder)})
+                             "searches/question": means.get("searches", float("nan")),
+                             "health": _health_summary(folder, cfg) if state == "done" else "", "folder": str(folder)})
         return pd.DataFrame(rows)
 
     # ---- running ----------------------------------------------------------------------------------------------
@@ -247,6 +251,19 @@ def _same_finished_cold_start(folder: Path, settings: Mapping[str, Any]) -> Path
         if set(recorded) <= set(settings) and json.dumps(filled, sort_keys=True, default=str) == wanted:
             return sibling
     return None
+
+
+def _health_summary(folder: Path, cfg: RunConfig) -> str:
+    """The arm's training-health alarms, replayed from its metrics history ("format lost at step 5; ..."); empty when
+    none, or when the arm has no history (no RL)."""
+    from searchrl.trainer.health import alarms_in_history
+
+    if cfg.health_action == "off":
+        return ""
+    history = MetricsHistory(folder).to_frame()
+    if history.empty:
+        return ""
+    return "; ".join(f"{a.rule} at step {a.step}" for a in alarms_in_history(history.to_dict("records"), cfg))
 
 
 def _record_weights(folder: Path, model: Path | None, seed: int) -> str | None:

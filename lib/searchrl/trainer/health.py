@@ -42,7 +42,7 @@ import math
 import os
 import warnings
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -62,6 +62,7 @@ __all__ = [
     "HealthConfig",
     "HealthMonitor",
     "HealthWarning",
+    "alarms_in_history",
     "garble_metrics",
     "health_problems",
     "repeat_ratio",
@@ -315,6 +316,18 @@ class HealthMonitor:
                 f"no sampled rollout keeps the format: {mean:.3f} well formed over the last "
                 f"{self.short_format.size} logged steps (at most {level:g}), after more before; every rollout now "
                 f"earns the format penalty, so groups have no spread and the format cannot be learned back"))
+
+
+def alarms_in_history(rows: Iterable[Mapping[str, Any]], cfg: HealthConfig) -> list[Alarm]:
+    """The alarms a run's training raised, replayed from its metrics history (`MetricsHistory` rows, or the records
+    of `metrics.parquet`): what a folder shows when its health record is gone (it lives beside the checkpoints,
+    which slim copies leave out). Each RL stage gets its own monitor, as each stage's trainer does."""
+    monitors: dict[str, HealthMonitor] = {}
+    alarms = []
+    for row in sorted(rows, key=lambda r: r.get("step", 0)):
+        monitor = monitors.setdefault(str(row.get("stage", "")), HealthMonitor(cfg))
+        alarms.extend(monitor.observe(int(row.get("step", 0)), row))
+    return alarms
 
 
 # ---------------------------------------------------------------------------------------------- record
