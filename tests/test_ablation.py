@@ -244,6 +244,17 @@ def test_a_cold_start_made_again_after_a_slim_copy_is_checked_against_the_first(
         assert any("was made again and its weights differ" in str(w.message) for w in caught) is drift
 
 
+def test_an_evidence_copy_follows_every_finished_arm(tmp_path):
+    kept = tmp_path / "kept"
+    with pytest.raises(RuntimeError, match="killed mid-arm"):
+        Ablation(_cfg(tmp_path, evidence_copy_dir=str(kept)), ARMS, seeds=[0, 1], work=WeightsWork(fail_at=("em", 1)),
+                 run_dir=tmp_path / "run").run()
+    copy = kept / "run"
+    assert sorted(done.parent.parent.name + str(done.parent.name) for done in copy.glob("arms/*/*/done.json")) == [
+        "emseed0", "f1seed0"]  # the copy after the last finished arm; the failed one is not in it as done
+    assert not list(copy.rglob("*.safetensors")) and list(copy.rglob("weights.json"))
+
+
 class LostFormatWork(FakeWork):
     """FakeWork whose 'em' arm then logs steps 3-10 in which the sampled format goes 0.25 -> 0 (as RLOO's seed 0 did
     in ablate_algorithm's cpu profile)."""

@@ -417,7 +417,8 @@ def test_run_then_resume_into_the_same_folder(demo: Path, tmp_path: Path) -> Non
 @pytest.mark.slow
 def test_failing_cell_saves_notebook_and_exits_nonzero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     nb = make_notebook(tmp_path / "broken.ipynb", "seed = 1\n", "x = 41", "raise ValueError(f'bad value {x + 1}')")
-    code = main([str(nb), "--output-root", str(tmp_path / "out"), "--quiet"])
+    code = main([str(nb), "--output-root", str(tmp_path / "out"), "--quiet", "-p", "evidence_copy_dir",
+                 str(tmp_path / "kept")])
     assert code == 1
     err = capsys.readouterr().err
     assert "ValueError: bad value 42" in err and "raise ValueError" in err and "broken.ipynb" in err
@@ -427,6 +428,9 @@ def test_failing_cell_saves_notebook_and_exits_nonzero(tmp_path: Path, capsys: p
     assert "ValueError" in status["traceback"] and "raise ValueError" in status["cell_source"]
     executed = nbformat.read(str(run_dir / "broken.ipynb"), as_version=4)
     assert any(o.get("ename") == "ValueError" for c in executed.cells for o in c.get("outputs", []))
+    # evidence_copy_dir: the failed run's slim copy, made after its status was written
+    assert read_status(tmp_path / "kept" / run_dir.name)["status"] == "failed"
+    assert not (tmp_path / "kept" / run_dir.name / "broken.ipynb").exists()
 
 
 @pytest.mark.slow

@@ -9,7 +9,7 @@ import pytest
 from searchrl.ablation import layout
 from searchrl.pooled import stage_scores
 from searchrl.rundir import stage_trajectories_path, write_json, write_trajectories
-from searchrl.slim import main, slim_copy
+from searchrl.slim import copy_evidence, main, refresh_slim_copy, slim_copy
 
 
 def _run_folder(root):
@@ -58,3 +58,19 @@ def test_a_copy_never_overwrites(tmp_path, capsys):
         slim_copy(run, tmp_path / "out" / "run")
     with pytest.raises(FileNotFoundError, match="no run folder"):
         slim_copy(tmp_path / "missing", tmp_path / "other")
+
+
+def test_a_refreshed_copy_replaces_the_last_one_whole(tmp_path, capsys):
+    run = _run_folder(tmp_path)
+    first = refresh_slim_copy(run, tmp_path / "kept")
+    assert first == tmp_path / "kept" / "run" and (first / "params.yaml").read_text() == "seed: 1\n"
+    (run / "params.yaml").write_text("seed: 2\n")
+    (tmp_path / "kept" / "run.new").mkdir()  # left by a copy that crashed midway
+    assert (refresh_slim_copy(run, tmp_path / "kept") / "params.yaml").read_text() == "seed: 2\n"
+    assert sorted(p.name for p in (tmp_path / "kept").iterdir()) == ["run"]
+    with pytest.raises(ValueError, match="would replace the run folder itself"):
+        refresh_slim_copy(run, tmp_path)
+    assert copy_evidence(run, "") is None
+    (tmp_path / "blocked").write_text("a file where a folder should be")
+    assert copy_evidence(run, str(tmp_path / "blocked")) is None  # reported, and the run goes on
+    assert "could not refresh the evidence copy of run" in capsys.readouterr().out

@@ -70,7 +70,8 @@ __all__ = [
 RESERVED_YAML_KEYS = ("notebook",)
 
 # Settings that say where a run is recorded and on which machine it runs, not what it computes or measures.
-BOOKKEEPING_SETTINGS = ("resume", "output_root", "run_name", "report_to", "device", "keep_resume_state")
+BOOKKEEPING_SETTINGS = ("resume", "output_root", "run_name", "report_to", "device", "keep_resume_state",
+                        "evidence_copy_dir")
 
 # Settings that change how a run computes (threads; how a step, a generation batch or an evaluation is cut; what the
 # backward pass recomputes) and not what it measures. A resumed run or ablation arm may change them: after a kernel
@@ -120,6 +121,11 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     """Random seed for sampling, initialisation and data order."""
     output_root: str = "outputs"
     """Folder that holds run folders; a relative path is taken from the project root."""
+    evidence_copy_dir: str = ""
+    """Folder that receives a slim copy of the run folder (`python -m searchrl.slim`: no weights) each time an
+    ablation arm finishes and when the run ends, replacing the previous copy; for a machine that may be lost, point
+    it at a folder that outlives it (synced, mounted, or in git). A relative path is taken from the project root.
+    Empty: no copy."""
     resume: bool = False
     """Continue the run in the current run folder from its last checkpoint (set by `searchrl.runner --resume`)."""
     report_to: str = "none"

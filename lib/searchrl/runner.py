@@ -49,6 +49,7 @@ from searchrl.rundir import (
     resolve_output_root,
     write_provenance,
 )
+from searchrl.slim import copy_evidence
 
 __all__ = [
     "KERNEL_NAME",
@@ -342,6 +343,14 @@ def run_notebook(
 
 def _run_owned(plan: RunPlan, run_dir: Path, progress_bar: bool, log_output: bool, execution_timeout: int | None
                ) -> Path:
+    try:
+        return _run_and_mark(plan, run_dir, progress_bar, log_output, execution_timeout)
+    finally:
+        copy_evidence(run_dir, plan.config.evidence_copy_dir)  # however the run ended
+
+
+def _run_and_mark(plan: RunPlan, run_dir: Path, progress_bar: bool, log_output: bool, execution_timeout: int | None
+                  ) -> Path:
     output = run_dir / f"{plan.name}.ipynb"
     started = time.monotonic()
     try:

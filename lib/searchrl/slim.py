@@ -79,6 +79,38 @@ def slim_copy(run_dir: str | Path, dest: str | Path, keep_chars: int = 60) -> Pa
     return dest
 
 
+def refresh_slim_copy(run_dir: str | Path, to_dir: str | Path, keep_chars: int = 60) -> Path:
+    """Make or replace `to_dir`/<run name> as a slim copy of `run_dir`. The new copy is written beside the old one
+    and swapped in by renames, so a crash midway leaves the previous copy (or the new one), never half of one."""
+    run_dir = Path(run_dir)
+    dest = Path(to_dir) / run_dir.resolve().name
+    if dest.resolve() == run_dir.resolve():
+        raise ValueError(f"the evidence copy of {run_dir} would replace the run folder itself; choose another folder")
+    fresh, old = dest.with_name(dest.name + ".new"), dest.with_name(dest.name + ".old")
+    for leftover in (fresh, old):
+        shutil.rmtree(leftover, ignore_errors=True)
+    slim_copy(run_dir, fresh, keep_chars)
+    if dest.exists():
+        dest.rename(old)
+    fresh.rename(dest)
+    shutil.rmtree(old, ignore_errors=True)
+    return dest
+
+
+def copy_evidence(run_dir: str | Path, copy_dir: str) -> Path | None:
+    """The `evidence_copy_dir` setting's copy of `run_dir` (None when it is empty). A failed copy is reported and
+    the run goes on: the copy is insurance, not part of the measurement."""
+    if not copy_dir:
+        return None
+    from searchrl.rundir import resolve_output_root
+
+    try:
+        return refresh_slim_copy(run_dir, resolve_output_root(copy_dir))
+    except OSError as err:
+        print(f"warning: could not refresh the evidence copy of {Path(run_dir).name} in {copy_dir}: {err}")
+        return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 

@@ -29,7 +29,7 @@ _ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # the arm's folder name
 _NOT_COLD_START_SECTIONS = ("RL", "eval", "benchmarks", "ablation", "data difficulty", "training health")
 _NOT_COLD_START_FIELDS = (
     # where the run is recorded, and how it computes
-    "run_name", "output_root", "resume", "report_to", *COMPUTE_ONLY_SETTINGS,
+    "run_name", "output_root", "evidence_copy_dir", "resume", "report_to", *COMPUTE_ONLY_SETTINGS,
     # generation engine and sampling: the cold start trains on templated trajectories, it samples nothing
     "use_vllm", "vllm_gpu_memory_utilization", "vllm_mode", "vllm_server_url", "temperature", "top_p",
     # retriever service retries, waits and outages, and the untrained evaluation's subset

@@ -39,6 +39,7 @@ from searchrl.rundir import (
     save_figure,
     write_json,
 )
+from searchrl.slim import copy_evidence
 
 # Settings that may differ between an arm's first start and its resumption (another machine, another folder name,
 # less memory)
@@ -159,6 +160,7 @@ class Ablation:
                                   "cold_start_sha256": start_digest})
         if not cfg.keep_resume_state:
             drop_resume_state(folder)
+        copy_evidence(self.run_dir, cfg.evidence_copy_dir)
 
     def _cold_start(self, cfg: RunConfig, seed: int) -> Path | None:
         """The shared cold start of `cfg` and `seed`: made once, by the first arm that needs it."""
