@@ -339,6 +339,17 @@ def test_a_verdict_names_the_seeds_that_answered_without_searching():
     assert "without searching" not in verdict_table(searching, [Claim("two beats one", "two", "one")]).iloc[0]["warning"]
 
 
+def test_a_verdict_names_the_seeds_that_lost_the_answer_format():
+    # ppo seed 1 as in ablate_algorithm's cpu profile: no answer well formed, yet read and scored
+    records = pd.DataFrame([{"arm": arm, "seed": seed, "id": f"q{i}", "f1": 0.3, "searches": 1,
+                             "format_ok": float(not (arm == "ppo" and seed == 1) and (i > 0 or arm == "grpo"))}
+                            for arm in ("grpo", "ppo") for seed in (0, 1) for i in range(3)])
+    row = verdict_table(records, [Claim("GRPO beats PPO", "grpo", "ppo")]).iloc[0]
+    assert "lost the answer format (< 0.5 of answers well formed): ppo seed 1" in row["warning"]
+    assert "format" not in verdict_table(records.drop(columns="format_ok"), [Claim("x", "grpo", "ppo")]).iloc[0][
+        "warning"]  # older records without the column: nothing to say
+
+
 def test_seeds_that_agree_do_not_narrow_the_interval():
     # Three seeds that score every question alike carry no more evidence about these questions than one seed:
     # the bootstrap resamples questions, so the interval is one seed's (pairs resampled as if independent would

@@ -30,6 +30,10 @@ MIN_QUESTIONS = 100  # fewer held-out questions per seed than this: a paper-size
 # An arm's seed averaging fewer searches per held-out question than this answered without searching (RL collapsed
 # to guessing, or the arm never searches): its score says how well it guesses, which the verdict should say.
 NO_SEARCH = 0.1
+# A seed whose greedy held-out answers were well formed less often than this lost the protocol's format in training
+# (ablate_algorithm's cpu profile: PPO seed 1 dropped the think block, 0.00 well formed, yet its answers were read
+# and scored 0.26 F1): its score is not that of a policy following the protocol, which the verdict should say.
+NO_FORMAT = 0.5
 REPRODUCED, OPPOSITE, INCONCLUSIVE, NOT_RUN = "reproduced", "opposite", "inconclusive", "not run"
 
 
@@ -106,9 +110,10 @@ def verdict_table(records: pd.DataFrame, claims: Sequence[Claim], *, confidence:
     (better - worse, the mean of the per-question means over seeds), its paired bootstrap interval over questions,
     `verdict`, `questions` (the units the bootstrap resamples), `pairs` ((seed, question) pairs behind them), `seeds`,
     `questions/seed` (fewest over seeds) and `warning` (fewer than `min_questions` questions, questions only one arm
-    evaluated, a single seed, seeds of either arm that answered without searching)."""
+    evaluated, a single seed, seeds of either arm that answered without searching or lost the format)."""
     pct = round(confidence * 100)
-    silent = _seeds_without_search(records)
+    silent = _seeds_below(records, "searches", NO_SEARCH)
+    unformatted = _seeds_below(records, "format_ok", NO_FORMAT)
     rows = []
     for claim in claims:
         metric = claim.metric.lower()
@@ -140,10 +145,12 @@ def verdict_table(records: pd.DataFrame, claims: Sequence[Claim], *, confidence:
             warnings.append(f"{unpaired} question(s) evaluated by only one of the two arms left out")
         if len(per_seed) < 2:
             warnings.append("one seed: the difference may depend on the training run's sampling")
-        quiet = [f"{arm} seed{'s' if len(silent[arm]) > 1 else ''} {', '.join(map(str, silent[arm]))}"
-                 for arm in (claim.better, claim.worse) if silent.get(arm)]
+        quiet = _name_seeds(silent, (claim.better, claim.worse))
         if quiet:
-            warnings.append(f"answered without searching (< {NO_SEARCH} searches per question): {'; '.join(quiet)}")
+            warnings.append(f"answered without searching (< {NO_SEARCH} searches per question): {quiet}")
+        broken = _name_seeds(unformatted, (claim.better, claim.worse))
+        if broken:
+            warnings.append(f"lost the answer format (< {NO_FORMAT:g} of answers well formed): {broken}")
         row.update({"better mean": float(by_question[f"{metric} better"].mean()),
                     "worse mean": float(by_question[f"{metric} worse"].mean()), "difference": mean,
                     f"{pct}% low": low, f"{pct}% high": high, "verdict": verdict(low, high),
@@ -154,16 +161,22 @@ def verdict_table(records: pd.DataFrame, claims: Sequence[Claim], *, confidence:
     return pd.DataFrame(rows)
 
 
-def _seeds_without_search(records: pd.DataFrame) -> dict[str, list[int]]:
-    """{arm: its seeds whose held-out answers averaged fewer than NO_SEARCH searches per question}."""
-    if "searches" not in records.columns or records.empty:
+def _seeds_below(records: pd.DataFrame, column: str, level: float) -> dict[str, list[int]]:
+    """{arm: its seeds whose held-out records average below `level` in `column`} (none when it is not recorded)."""
+    if column not in records.columns or records.empty:
         return {}
-    means = records.groupby(["arm", "seed"])["searches"].mean()
+    means = records.groupby(["arm", "seed"])[column].mean()
     out: dict[str, list[int]] = {}
     for (arm, seed), value in means.items():
-        if value < NO_SEARCH:
+        if value < level:
             out.setdefault(arm, []).append(int(seed))
     return out
+
+
+def _name_seeds(seeds: dict[str, list[int]], arms: Sequence[str]) -> str:
+    """"ppo seed 1; rloo seeds 0, 2" for the listed `arms` that have seeds in `seeds`."""
+    return "; ".join(f"{arm} seed{'s' if len(seeds[arm]) > 1 else ''} {', '.join(map(str, seeds[arm]))}"
+                     for arm in arms if seeds.get(arm))
 
 
 __all__ = ["CLAIM_METRICS", "Claim", "paired_differences", "parse_claims", "verdict", "verdict_table"]
