@@ -249,7 +249,7 @@ def test_an_evidence_copy_follows_every_finished_arm(tmp_path):
     with pytest.raises(RuntimeError, match="killed mid-arm"):
         Ablation(_cfg(tmp_path, evidence_copy_dir=str(kept)), ARMS, seeds=[0, 1], work=WeightsWork(fail_at=("em", 1)),
                  run_dir=tmp_path / "run").run()
-    copy = kept / "run"
+    copy = kept / tmp_path.name / "run"
     assert sorted(done.parent.parent.name + str(done.parent.name) for done in copy.glob("arms/*/*/done.json")) == [
         "emseed0", "f1seed0"]  # the copy after the last finished arm; the failed one is not in it as done
     assert not list(copy.rglob("*.safetensors")) and list(copy.rglob("weights.json"))

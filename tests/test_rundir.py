@@ -429,8 +429,8 @@ def test_failing_cell_saves_notebook_and_exits_nonzero(tmp_path: Path, capsys: p
     executed = nbformat.read(str(run_dir / "broken.ipynb"), as_version=4)
     assert any(o.get("ename") == "ValueError" for c in executed.cells for o in c.get("outputs", []))
     # evidence_copy_dir: the failed run's slim copy, made after its status was written
-    assert read_status(tmp_path / "kept" / run_dir.name)["status"] == "failed"
-    assert not (tmp_path / "kept" / run_dir.name / "broken.ipynb").exists()
+    assert read_status(tmp_path / "kept" / "broken" / run_dir.name)["status"] == "failed"
+    assert not (tmp_path / "kept" / "broken" / run_dir.name / "broken.ipynb").exists()
 
 
 @pytest.mark.slow

@@ -63,13 +63,15 @@ def test_a_copy_never_overwrites(tmp_path, capsys):
 def test_a_refreshed_copy_replaces_the_last_one_whole(tmp_path, capsys):
     run = _run_folder(tmp_path)
     first = refresh_slim_copy(run, tmp_path / "kept")
-    assert first == tmp_path / "kept" / "run" and (first / "params.yaml").read_text() == "seed: 1\n"
+    # under the run's parent folder's name, as under an output root (<root>/<notebook>/<run>)
+    assert first == tmp_path / "kept" / tmp_path.name / "run" and (first / "params.yaml").read_text() == "seed: 1\n"
     (run / "params.yaml").write_text("seed: 2\n")
     (tmp_path / "kept" / "run.new").mkdir()  # left by a copy that crashed midway
     assert (refresh_slim_copy(run, tmp_path / "kept") / "params.yaml").read_text() == "seed: 2\n"
-    assert sorted(p.name for p in (tmp_path / "kept").iterdir()) == ["run"]
+    assert sorted(p.name for p in first.parent.iterdir()) == ["run"]
     with pytest.raises(ValueError, match="would replace the run folder itself"):
-        refresh_slim_copy(run, tmp_path)
+        refresh_slim_copy(run, tmp_path.parent)
+    assert copy_evidence(run, str(tmp_path.parent)) is None  # reported, not raised
     assert copy_evidence(run, "") is None
     (tmp_path / "blocked").write_text("a file where a folder should be")
     assert copy_evidence(run, str(tmp_path / "blocked")) is None  # reported, and the run goes on

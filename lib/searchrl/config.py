@@ -122,10 +122,10 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     output_root: str = "outputs"
     """Folder that holds run folders; a relative path is taken from the project root."""
     evidence_copy_dir: str = ""
-    """Folder that receives a slim copy of the run folder (`python -m searchrl.slim`: no weights) each time an
-    ablation arm finishes and when the run ends, replacing the previous copy; for a machine that may be lost, point
-    it at a folder that outlives it (synced, mounted, or in git). A relative path is taken from the project root.
-    Empty: no copy."""
+    """Folder that receives a slim copy of the run folder (`python -m searchrl.slim`: no weights), as
+    <folder>/<notebook>/<run>, each time an ablation arm finishes and when the run ends, replacing the previous copy;
+    for a machine that may be lost, point it at a folder that outlives it (synced, mounted, or in git). A relative
+    path is taken from the project root. Empty: no copy."""
     resume: bool = False
     """Continue the run in the current run folder from its last checkpoint (set by `searchrl.runner --resume`)."""
     report_to: str = "none"

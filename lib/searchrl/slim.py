@@ -80,10 +80,12 @@ def slim_copy(run_dir: str | Path, dest: str | Path, keep_chars: int = 60) -> Pa
 
 
 def refresh_slim_copy(run_dir: str | Path, to_dir: str | Path, keep_chars: int = 60) -> Path:
-    """Make or replace `to_dir`/<run name> as a slim copy of `run_dir`. The new copy is written beside the old one
-    and swapped in by renames, so a crash midway leaves the previous copy (or the new one), never half of one."""
-    run_dir = Path(run_dir)
-    dest = Path(to_dir) / run_dir.resolve().name
+    """Make or replace `to_dir`/<notebook>/<run name> as a slim copy of `run_dir` (<output root>/<notebook>/<run
+    name>: the same layout, so `--resume` takes the copy once it is put under an output root). The new copy is
+    written beside the old one and swapped in by renames, so a crash midway leaves the previous copy (or the new
+    one), never half of one."""
+    run_dir = Path(run_dir).resolve()
+    dest = Path(to_dir) / run_dir.parent.name / run_dir.name
     if dest.resolve() == run_dir.resolve():
         raise ValueError(f"the evidence copy of {run_dir} would replace the run folder itself; choose another folder")
     fresh, old = dest.with_name(dest.name + ".new"), dest.with_name(dest.name + ".old")
@@ -106,7 +108,7 @@ def copy_evidence(run_dir: str | Path, copy_dir: str) -> Path | None:
 
     try:
         return refresh_slim_copy(run_dir, resolve_output_root(copy_dir))
-    except OSError as err:
+    except (OSError, ValueError) as err:
         print(f"warning: could not refresh the evidence copy of {Path(run_dir).name} in {copy_dir}: {err}")
         return None
 
