@@ -9,9 +9,11 @@ log, or off a machine that will not be kept.
 Left out: `checkpoints/` (weights and trainer state), the executed notebook and figures (both are rebuilt from what
 is kept), the lock file, and the done marker of a part whose product was a model inside the run (an ablation's
 shared cold start): its weights are not copied, so a resume makes it again where an unfinished arm needs it, and
-checks it against the digest of the first one's weights, which is kept (`weights.json`). Kept
-but shortened: every `.jsonl` record's long text fields (completions, retrieved
-documents), cut to `keep_chars` characters, enough to read the plan a completion opened with.
+checks it against the digest of the first one's weights, which is kept (`weights.json`). Kept but shortened: every
+`.jsonl` record's long text fields (completions, retrieved documents), cut to `keep_chars` characters, enough to
+read the plan a completion opened with.
+
+`refresh_slim_copy` keeps such a copy up to date while a run goes on (the `evidence_copy_dir` setting).
 """
 
 from __future__ import annotations
