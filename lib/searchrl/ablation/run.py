@@ -148,9 +148,7 @@ class Ablation:
         write_json(folder / "arm.json", {"arm": arm.name, "seed": seed, "overrides": arm.overrides,
                                           "params": _comparable(cfg.to_dict())})
         cfg.to_yaml(folder / "params.yaml", header=f"Arm {arm.name}, seed {seed}, of ablation {self.run_dir.name}")
-        start = self._cold_start(cfg, seed)
-        start_digest = (layout.read_done(layout.cold_start_folder(self.run_dir, seed, cold_start_key(cfg)))
-                        or {}).get("sha256")
+        start, start_digest = self._cold_start(cfg, seed)
         self.work.train_and_evaluate(cfg, folder, start)
         if not layout.records_path(folder).is_file():
             raise RuntimeError(f"arm {arm.name!r} seed {seed} finished without evaluation records at "
@@ -162,8 +160,9 @@ class Ablation:
             drop_resume_state(folder)
         copy_evidence(self.run_dir, cfg.evidence_copy_dir)
 
-    def _cold_start(self, cfg: RunConfig, seed: int) -> Path | None:
-        """The shared cold start of `cfg` and `seed`: made once, by the first arm that needs it."""
+    def _cold_start(self, cfg: RunConfig, seed: int) -> tuple[Path | None, str | None]:
+        """The shared cold start of `cfg` and `seed`, made once by the first arm that needs it: its model and the
+        SHA-256 of its weights (None for one made before digests were recorded)."""
         folder = layout.cold_start_folder(self.run_dir, seed, cold_start_key(cfg))
         done = layout.read_done(folder)
         if done is None:
@@ -172,13 +171,13 @@ class Ablation:
             folder = _same_finished_cold_start(folder, cold_start_settings(cfg)) or folder
             done = layout.read_done(folder)
         if done is not None:
-            return Path(done["model"]) if done.get("model") else None
+            return (Path(done["model"]) if done.get("model") else None), done.get("sha256")
         folder.mkdir(parents=True, exist_ok=True)
         write_json(folder / "settings.json", cold_start_settings(cfg))
         model = self.work.cold_start(cfg, folder)
         digest = _record_weights(folder, model, seed)
         layout.mark_done(folder, {"seed": seed, "model": str(model) if model is not None else None, "sha256": digest})
-        return model
+        return model, digest
 
     # ---- reporting --------------------------------------------------------------------------------------------
 
@@ -263,8 +262,6 @@ def _health_summary(folder: Path, cfg: RunConfig) -> str:
     if cfg.health_action == "off":
         return ""
     history = MetricsHistory(folder).to_frame()
-    if history.empty:
-        return ""
     return "; ".join(f"{a.rule} at step {a.step}" for a in alarms_in_history(history.to_dict("records"), cfg))
 
 

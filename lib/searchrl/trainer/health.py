@@ -79,6 +79,10 @@ GARBLED_KEY = "search/garbled_rate"
 REPEAT_KEY = "search/repeat_ratio"
 SEARCH_KEY = "search/searches_per_sample"
 SHORT_WINDOW = 4  # logged steps the search-collapse and format-lost rules average (at most health_window)
+SHORT_FORMAT = "short format"  # the format-lost rule's window: FORMAT_KEY over SHORT_WINDOW steps
+# The window whose start an alarm of each rule names (the window that raised it)
+_RULE_WINDOWS = {"reward collapse": REWARD_KEY, "format collapse": FORMAT_KEY, "gibberish": GARBLED_KEY,
+                 "repetition": REPEAT_KEY, "search collapse": SEARCH_KEY, "format lost": SHORT_FORMAT}
 RECORD_NAME = "health.json"
 _NGRAM = 4  # token n-grams counted by repeat_ratio
 
@@ -206,7 +210,8 @@ class HealthMonitor:
         keys = (REWARD_KEY, FORMAT_KEY, GARBLED_KEY, REPEAT_KEY)
         self.windows = {key: _Window(cfg.health_window) for key in keys}
         self.windows[SEARCH_KEY] = _Window(min(cfg.health_window, SHORT_WINDOW))
-        self.short_format = _Window(min(cfg.health_window, SHORT_WINDOW))  # the format-lost rule's own window
+        self.windows[SHORT_FORMAT] = _Window(min(cfg.health_window, SHORT_WINDOW))
+        self.metrics = {SHORT_FORMAT: FORMAT_KEY}  # windows named otherwise than the metric they average
         self.format_was_above = False  # some short window's format rate was above health_lost_format_rate
         self.best_reward = -math.inf
         self.reached: set[str] = set()  # floor rules whose level the run has reached (format, searches)
@@ -219,18 +224,14 @@ class HealthMonitor:
         """Feed one logged dict (TRL's training logs; evaluation logs, prefixed eval_, are ignored)."""
         self.last_step = max(self.last_step, step)
         means = {}
-        for key, window in self.windows.items():
-            value = logs.get(key)
+        for name, window in self.windows.items():
+            metric = self.metrics.get(name, name)
+            value = logs.get(metric)
             if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-                self.seen.add(key)
+                self.seen.add(metric)
                 mean = window.add(step, float(value))
                 if mean is not None:
-                    means[key] = mean
-        short_format = logs.get(FORMAT_KEY)
-        if isinstance(short_format, (int, float)) and not isinstance(short_format, bool) and math.isfinite(short_format):
-            mean = self.short_format.add(step, float(short_format))
-            if mean is not None:
-                means["short format"] = mean
+                    means[name] = mean
         holding: dict[str, tuple[float, str]] = {}
         cleared: set[str] = set()
         self._reward_rule(means, holding, cleared)
@@ -252,10 +253,7 @@ class HealthMonitor:
         for rule, (value, message) in holding.items():
             if rule in self.active:
                 continue
-            window = self.short_format if rule == "format lost" else self.windows[{
-                "reward collapse": REWARD_KEY, "format collapse": FORMAT_KEY, "gibberish": GARBLED_KEY,
-                "repetition": REPEAT_KEY, "search collapse": SEARCH_KEY}[rule]]
-            alarm = Alarm(rule, step, window.start, value, message)
+            alarm = Alarm(rule, step, self.windows[_RULE_WINDOWS[rule]].start, value, message)
             self.active[rule] = alarm
             self.alarms.append(alarm)
             new.append(alarm)
@@ -305,16 +303,16 @@ class HealthMonitor:
         # Not a _floor_rule: "reached" there means at or above the floor, and a floor of 0 there means off, while
         # here the level is at or near 0 and it is "above" that must come first.
         level = self.cfg.health_lost_format_rate
-        if "short format" not in means or level < 0:
+        if SHORT_FORMAT not in means or level < 0:
             return
-        mean = means["short format"]
+        mean = means[SHORT_FORMAT]
         if mean > level:
             self.format_was_above = True
             cleared.add("format lost")
         elif self.format_was_above:
             holding["format lost"] = (mean, (
                 f"no sampled rollout keeps the format: {mean:.3f} well formed over the last "
-                f"{self.short_format.size} logged steps (at most {level:g}), after more before; every rollout now "
+                f"{self.windows[SHORT_FORMAT].size} logged steps (at most {level:g}), after more before; every rollout now "
                 f"earns the format penalty, so groups have no spread and the format cannot be learned back"))
 
 
