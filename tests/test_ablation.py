@@ -19,7 +19,7 @@ from searchrl.rundir import MetricsHistory, write_trajectories
 
 # Per-question F1 of each arm, the same for every seed: f1 beats em on questions q0 and q2.
 SCORES = {"em": [0.0, 1.0, 0.0, 0.0], "f1": [1.0, 1.0, 0.5, 0.0], "r1s": [0.0, 0.0, 0.0, 0.0],
-          "cem": [0.0, 1.0, 0.5, 0.0], "sft": [0.0, 0.0, 1.0, 0.0]}
+          "cem": [0.0, 1.0, 0.5, 0.0], "sft": [0.0, 0.0, 1.0, 0.0], "cold_start": [0.0, 0.0, 0.5, 0.0]}
 
 
 class FakeWork:
@@ -105,6 +105,28 @@ def test_arms_share_one_cold_start_per_seed_unless_they_change_what_it_depends_o
     params = json.loads((arm_folder(ablation.run_dir, "f1", 1) / "arm.json").read_text())["params"]
     assert params["rewards"] == ["f1"] and params["learning_rate"] == 2e-5 and params["seed"] == 1
     assert json.loads((ablation.run_dir / "ablation.json").read_text())["seeds"] == [0, 1]
+
+
+def test_the_cold_start_arm_evaluates_the_shared_cold_start_without_rl(tmp_path):
+    claims = {"F1 beats the cold start": {"better": "f1", "worse": "cold_start", "metric": "f1"}}
+    work = FakeWork()
+    ablation = Ablation(_cfg(tmp_path, arms=ARMS, cold_start_arm=True, claims=claims), seeds=[0, 1], work=work,
+                        run_dir=tmp_path / "run")
+    plan = ablation.run()
+    assert plan["arm"].tolist() == ["em", "f1", "cold_start"] * 2 and set(plan["state"]) == {"done"}
+    # it starts from the cold start the arms share, and trains nothing
+    starts = {(arm, seed): start for arm, seed, start in work.runs}
+    assert starts["cold_start", 0] == starts["em", 0] != starts["cold_start", 1] == starts["em", 1]
+    assert len(work.cold_starts) == 2
+    assert MetricsHistory(arm_folder(ablation.run_dir, "cold_start", 0)).to_frame().empty
+    assert ablation.table().index.tolist() == ["em", "f1", "cold_start"]
+    verdict = ablation.verdicts().iloc[0]
+    assert verdict["difference"] == pytest.approx((2.5 - 0.5) / 4)  # f1's mean F1 minus the cold start's
+    # without the setting no arm is called cold_start, so a claim naming it fails before anything runs
+    with pytest.raises(ConfigError, match=r"names arm 'cold_start', which is not among the arms"):
+        _cfg(tmp_path, arms=ARMS, claims=claims)
+    with pytest.raises(ConfigError, match="arm 'em' may not set cold_start_arm"):
+        Ablation(_cfg(tmp_path), {"em": {"cold_start_arm": True}}, seeds=[0], work=FakeWork(), run_dir=tmp_path / "x")
 
 
 def test_an_interrupted_ablation_resumes_at_the_first_unfinished_arm(tmp_path):

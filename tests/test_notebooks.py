@@ -101,6 +101,7 @@ def _check_ablation(run_dir: Path) -> None:
     assert not _errors(executed)
     params = yaml.safe_load((run_dir / "params.yaml").read_text())
     arms, claims = list(params["arms"]), params.get("claims") or {}
+    arms += ["cold_start"] if params.get("cold_start_arm") else []  # the arm that evaluates the cold start
     for arm in arms:
         assert (run_dir / "arms" / arm / "seed0" / "done.json").exists(), f"arm {arm} did not finish"
         assert (run_dir / "arms" / arm / "seed0" / "eval" / "after_RL.json").exists()

@@ -100,3 +100,28 @@ def test_every_arm_of_a_cpu_profile_has_room_for_a_correct_answer_to_each_traine
                      f"max_completion_tokens={arm_cfg.max_completion_tokens} (longest {row['max_tokens']})"
                      for qtype, row in report.items() if row["written"] and row["over_budget"] > 0]
     assert not problems, "\n".join(problems)
+
+
+ABLATION_PROFILES = [p for p in PARAM_FILES if p.name in ("cpu.yaml", "gpu.yaml") and "arms" in
+                     parameters_cell_values(ROOT / "notebooks" / f"{p.parent.name}.ipynb")]
+
+
+@pytest.mark.parametrize("path", ABLATION_PROFILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_ablation_profile_can_add_the_cold_start_arm(path):
+    from searchrl.ablation.arms import (
+        COLD_START_ARM,
+        Arm,
+        arm_config,
+        cold_start_key,
+        parse_arms,
+        with_cold_start_arm,
+    )
+    from searchrl.trainer.schedules import rl_schedule
+
+    cfg = plan_run(ROOT / "notebooks" / f"{path.parent.name}.ipynb", [path]).config
+    cfg = RunConfig.merge(("profile", cfg.to_dict()), ("command line", {"cold_start_arm": True}))
+    arms = parse_arms(cfg, with_cold_start_arm(parse_arms(cfg, cfg.arms)))
+    added = arm_config(cfg, arms[-1], seed=0)
+    assert arms[-1].name == COLD_START_ARM and not rl_schedule(added)
+    # it evaluates the cold start of an arm that changes nothing a cold start depends on
+    assert cold_start_key(added) == cold_start_key(arm_config(cfg, Arm("unchanged"), seed=0))

@@ -395,6 +395,10 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     questions; each runs in its own sub-folder. Checked like any parameter before anything runs."""
     seeds: list[int] = field(default_factory=list)
     """Seeds every arm runs with (empty: the single `seed`). Curves show the mean over seeds with a band."""
+    cold_start_arm: bool = False
+    """Also evaluate each seed's shared cold start on the held-out questions, as one more arm named `cold_start`
+    (no RL; the cold start of the arms that change nothing it depends on): the tables then show what RL changed,
+    and a claim may name it ({better: grpo, worse: cold_start}). Costs one evaluation per seed."""
     claims: dict = field(default_factory=dict)
     """The papers' claims an ablation checks, by label: {label: {better: arm, worse: arm, metric: f1|em|...,
     source: 'paper, table'}}. The verdict table gives our difference better - worse, each question's averaged
@@ -721,9 +725,9 @@ def _question_count_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]
 def _ablation_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Each arm's overrides must make a valid config on their own (typos fail naming the arm); claims must name
     arms that exist. The checks are the ablation package's own (searchrl.ablation), imported only when needed."""
-    if not values["arms"] and not values["claims"]:
+    if not values["arms"] and not values["claims"] and not values["cold_start_arm"]:
         return []
-    from searchrl.ablation.arms import ablation_base, arm_problems
+    from searchrl.ablation.arms import ablation_base, arm_names, arm_problems
     from searchrl.ablation.verdict import parse_claims
 
     problems = []
@@ -735,7 +739,7 @@ def _ablation_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
         problems += [("arms", f"arms: {problem}") for problem in arm_problems(base, str(arm), overrides)]
     if values["claims"]:
         try:
-            parse_claims(values["claims"], list(values["arms"]))
+            parse_claims(values["claims"], arm_names(values["arms"], values["cold_start_arm"]))
         except ConfigError as error:
             lines = [line.strip() for line in str(error).splitlines()]
             problems += [("claims", f"claims: {line}") for line in (lines[1:] if len(lines) > 1 else lines)]

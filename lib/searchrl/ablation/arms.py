@@ -18,7 +18,10 @@ from typing import Any
 from searchrl.config import COMPUTE_ONLY_SETTINGS, FIELD_SECTIONS, ConfigError, RunConfig
 
 # Settings an arm may not change: the ablation itself decides them (seeds, and the ablation's own lists).
-ABLATION_FIELDS = ("arms", "seeds", "claims")
+ABLATION_FIELDS = ("arms", "seeds", "claims", "cold_start_arm")
+COLD_START_ARM = "cold_start"  # the arm `cold_start_arm` adds
+# No RL: the arm's evaluation is the shared cold start's (a two-stage schedule would still train its first stage)
+_COLD_START_OVERRIDES = {"rl_steps": 0, "two_stage": False}
 _ARM_FORBIDDEN = ("seed", *ABLATION_FIELDS)
 _ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # the arm's folder name
 
@@ -99,7 +102,20 @@ def arm_problems(base: Mapping[str, Any], name: str, overrides: Mapping[str, Any
 
 def ablation_base(values: Mapping[str, Any]) -> dict[str, Any]:
     """An ablation's parameter values without its own lists (an arm's config describes one run, not the ablation)."""
-    return {**values, "arms": {}, "seeds": [], "claims": {}}
+    return {**values, "arms": {}, "seeds": [], "claims": {}, "cold_start_arm": False}
+
+
+def arm_names(arms: Mapping[str, Any], cold_start_arm: bool) -> list[str]:
+    """The names of an ablation's arms: `arms`' own, then `cold_start` when `cold_start_arm` adds it."""
+    names = [str(name) for name in arms]
+    return names + [COLD_START_ARM] if cold_start_arm and COLD_START_ARM not in names else names
+
+
+def with_cold_start_arm(arms: list[Arm]) -> list[Arm]:
+    """`arms` and, unless one is already named so, the arm that evaluates the shared cold start without RL."""
+    if any(arm.name == COLD_START_ARM for arm in arms):
+        return arms
+    return [*arms, Arm(COLD_START_ARM, dict(_COLD_START_OVERRIDES))]
 
 
 def _base_values(cfg: RunConfig) -> dict[str, Any]:
@@ -173,5 +189,6 @@ def require_models(cfg: RunConfig) -> None:
             "and point the arm's model at the folder, or run the gpu profile on a machine that reaches the hub.")
 
 
-__all__ = ["Arm", "ablation_base", "arm_config", "arm_problems", "cold_start_key", "cold_start_settings", "model_on_this_machine", "parse_arms",
-           "parse_seeds", "require_models"]
+__all__ = ["COLD_START_ARM", "Arm", "ablation_base", "arm_config", "arm_names", "arm_problems", "cold_start_key",
+           "cold_start_settings", "model_on_this_machine", "parse_arms", "parse_seeds", "require_models",
+           "with_cold_start_arm"]

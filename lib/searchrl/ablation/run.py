@@ -23,7 +23,15 @@ from typing import Any
 import pandas as pd
 
 from searchrl.ablation import layout
-from searchrl.ablation.arms import Arm, arm_config, cold_start_key, cold_start_settings, parse_arms, parse_seeds
+from searchrl.ablation.arms import (
+    Arm,
+    arm_config,
+    cold_start_key,
+    cold_start_settings,
+    parse_arms,
+    parse_seeds,
+    with_cold_start_arm,
+)
 from searchrl.ablation.curves import CURVE_METRICS, band_curves, read_histories
 from searchrl.ablation.tables import arm_table, read_records, split_table
 from searchrl.ablation.verdict import Claim, parse_claims, verdict_table
@@ -61,6 +69,8 @@ class Ablation:
                  notebook: str = "ablation", work: ArmWork | None = None, run_dir: str | Path | None = None):
         self.cfg = cfg
         self.arms = parse_arms(cfg, cfg.arms if arms is None else arms)
+        if cfg.cold_start_arm:
+            self.arms = parse_arms(cfg, with_cold_start_arm(self.arms))
         self.seeds = parse_seeds((cfg.seeds or [cfg.seed]) if seeds is None else seeds)
         self.claims = parse_claims(cfg.claims if claims is None else claims, [a.name for a in self.arms])
         self.configs = {(arm.name, seed): arm_config(cfg, arm, seed) for seed in self.seeds for arm in self.arms}
