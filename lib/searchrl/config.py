@@ -725,7 +725,7 @@ def _question_count_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]
 def _ablation_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Each arm's overrides must make a valid config on their own (typos fail naming the arm); claims must name
     arms that exist. The checks are the ablation package's own (searchrl.ablation), imported only when needed."""
-    if not values["arms"] and not values["claims"] and not values["cold_start_arm"]:
+    if not values["arms"] and not values["claims"]:
         return []
     from searchrl.ablation.arms import ablation_base, arm_names, arm_problems
     from searchrl.ablation.verdict import parse_claims
