@@ -107,8 +107,8 @@ def ablation_base(values: Mapping[str, Any]) -> dict[str, Any]:
 
 def arm_names(arms: Mapping[str, Any], cold_start_arm: bool) -> list[str]:
     """The names of an ablation's arms: `arms`' own, then `cold_start` when `cold_start_arm` adds it."""
-    names = [str(name) for name in arms]
-    return names + [COLD_START_ARM] if cold_start_arm and COLD_START_ARM not in names else names
+    named = [Arm(str(name)) for name in arms]
+    return [arm.name for arm in (with_cold_start_arm(named) if cold_start_arm else named)]
 
 
 def with_cold_start_arm(arms: list[Arm]) -> list[Arm]:
