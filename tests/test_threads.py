@@ -33,11 +33,38 @@ def test_a_set_thread_count_is_applied_without_a_warning(monkeypatch):
         torch.set_num_threads(before)
 
 
-def test_the_default_warns_on_a_busy_machine(monkeypatch):
-    monkeypatch.setattr(threads.os, "getloadavg", lambda: (5.0, 5.0, 5.0))
+def _runnable(tmp_path, monkeypatch, runnable: int):
+    """A /proc/loadavg whose instantaneous count says `runnable` threads are runnable (the reader among them)."""
+    path = tmp_path / "loadavg"
+    path.write_text(f"9.00 9.00 9.00 {runnable}/300 4242\n")
+    monkeypatch.setattr(threads, "_LOADAVG", path)
+
+
+def _default_threads_warnings(monkeypatch) -> list[str]:
     monkeypatch.setattr(threads.os, "cpu_count", lambda: 2)
     monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         apply_torch_threads(0)
-    assert any("set torch_threads: 1" in str(w.message) for w in caught)
+    return [str(w.message) for w in caught]
+
+
+def test_the_default_warns_on_a_busy_machine(tmp_path, monkeypatch):
+    _runnable(tmp_path, monkeypatch, 3)  # two other processes and the reader
+    assert any("set torch_threads: 1" in message for message in _default_threads_warnings(monkeypatch))
+
+
+def test_a_run_does_not_warn_about_its_own_earlier_work(tmp_path, monkeypatch):
+    # an ablation's next arm: the load average still holds the previous arm's threads, but nothing else runs now
+    monkeypatch.setattr(threads.os, "getloadavg", lambda: (2.0, 2.0, 2.0))
+    _runnable(tmp_path, monkeypatch, 1)
+    assert threads.busy_elsewhere(samples=2, interval_s=0) == 0.0
+    assert _default_threads_warnings(monkeypatch) == []
+
+
+def test_without_an_instant_count_only_a_process_first_check_reads_the_load_average(tmp_path, monkeypatch):
+    monkeypatch.setattr(threads, "_LOADAVG", tmp_path / "absent")
+    monkeypatch.setattr(threads.os, "getloadavg", lambda: (5.0, 5.0, 5.0))
+    monkeypatch.setattr(threads, "_first_check", True)
+    assert threads.busy_elsewhere() == 5.0
+    assert threads.busy_elsewhere() is None  # later the average includes this process's own work
