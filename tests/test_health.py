@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from searchrl.trainer.health import (
+    EMPTY_KEY,
     FORMAT_KEY,
     GARBLED_KEY,
     REPEAT_KEY,
@@ -81,6 +82,30 @@ def test_search_collapse_is_found_within_four_steps_even_with_a_long_window():
     never = {step: {SEARCH_KEY: 0.0} for step in range(1, 10)}  # a policy that never searched has not collapsed
     assert _feed(HealthMonitor(HealthConfig()), never) == []
     assert _feed(HealthMonitor(HealthConfig(health_min_searches=0.0)), stream) == []
+
+
+def test_empty_searches_are_found_where_the_search_count_looks_healthy():
+    # ablate_evidence's cpu profile, no_evidence seed 2: the policy learned to search "and", which finds nothing.
+    # Searches per sample stayed near 1 (no search collapse); the empty share of the last 4 steps' searches is 0.59
+    # at step 9 (2.53 empty of 4.28) and 0.66 at step 10 (2.78 of 4.22), past 0.6.
+    searches = [0.9375, 0.375, 0.6875, 0.375, 0.5, 1.0, 1.125, 1.0625, 1.09375, 0.9375, 0.9375, 1.125, 1.0, 1.125,
+                1.125, 0.8125]
+    empty = [0.1875, 0.125, 0.4375, 0.25, 0.125, 0.4375, 0.75, 0.75, 0.59375, 0.6875, 0.5, 0.75, 0.875, 0.8333, 1.0,
+             0.75]
+    stream = {step: {SEARCH_KEY: n, EMPTY_KEY: e} for step, (n, e) in enumerate(zip(searches, empty), start=1)}
+    monitor = HealthMonitor(HealthConfig())
+    assert _feed(monitor, stream) == [(10, "empty searches")]
+    alarm = monitor.alarms[0]
+    assert alarm.window_start == 7 and alarm.value == pytest.approx(2.78125 / 4.21875)
+    assert "found no document" in alarm.message
+    # An ordinary run: a third of the searches empty (this project's runs stay under 0.5) raises nothing
+    ordinary = {step: {SEARCH_KEY: 1.2, EMPTY_KEY: 0.4} for step in range(1, 17)}
+    assert _feed(HealthMonitor(HealthConfig()), ordinary) == []
+    # Too few searches to judge: the last searches of a collapsing policy, all empty, are search collapse's alarm
+    fading = {step: {SEARCH_KEY: 1.0 if step <= 4 else 0.05, EMPTY_KEY: 0.1 if step <= 4 else 0.05}
+              for step in range(1, 12)}
+    assert _feed(HealthMonitor(HealthConfig()), fading) == [(8, "search collapse")]  # steps 5-8: 0.05 a sample
+    assert _feed(HealthMonitor(HealthConfig(health_max_empty_searches=1)), stream) == []  # 1: off
 
 
 def test_format_lost_is_found_where_the_format_never_reached_the_collapse_rule():
@@ -224,7 +249,8 @@ def test_settings_are_checked():
     with pytest.raises(ValueError, match="health_action must be one of off, warn, stop"):
         HealthConfig(health_action="halt")
     values = {**HealthConfig().__dict__, "health_window": 0, "health_min_format_rate": 1.5, "health_min_searches": -1,
-              "health_lost_format_rate": 1.0}
+              "health_lost_format_rate": 1.0, "health_max_empty_searches": -0.1}
     assert [key for key, _ in health_problems(values)] == ["health_window", "health_min_format_rate",
-                                                           "health_lost_format_rate", "health_min_searches"]
+                                                           "health_max_empty_searches", "health_lost_format_rate",
+                                                           "health_min_searches"]
     assert health_problems({**HealthConfig().__dict__, "health_lost_format_rate": -1}) == []  # -1: off

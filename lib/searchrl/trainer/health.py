@@ -1,5 +1,5 @@
-"""Training health: reward, format and search collapse, lost format, gibberish and repetition, read from the metrics
-the trainer logs.
+"""Training health: reward, format and search collapse, lost format, empty searches, gibberish and repetition, read
+from the metrics the trainer logs.
 
 GRPO runs of search agents can collapse after a few hundred steps (Search-R1 reports it): the reward falls and stays
 down, the answer format is lost, or the model emits garbage. `HealthCallback` watches the logged metrics and, with
@@ -24,6 +24,13 @@ simple rules over rolling means of the last `health_window` logged steps, says s
                       collapse cannot: a cold start whose samples were well formed a quarter of the time never
                       reaches that rule's 0.5 (ablate_algorithm's cpu profile, RLOO seed 0: 0.25, then 0.00 from
                       its second step). Like search collapse, a level near zero needs no long window.
+    empty searches    over the last 4 logged steps (or `health_window`), more than `health_max_empty_searches` of the
+                      searches were answered with no document (`search/empty_results` per `search/searches_per_sample`,
+                      judged while the policy still makes `health_min_searches`). The policy keeps the search a format
+                      asks for but sends a query that finds nothing (a stop word: ablate_evidence's cpu profile, seed 2,
+                      searched "and" on 79 of 100 held-out questions), so the searches count looks healthy while no
+                      evidence comes back; or the retriever returns nothing at all. Ordinary runs of this project stay
+                      under 0.5.
 
 Rolling means of whole windows make the rules robust to the noise of single batches. Each alarm is raised once
 when its rule starts to hold (and again only after it has cleared): as a `HealthWarning`, as a line for the run's
@@ -78,11 +85,13 @@ FORMAT_KEY = "search/format_ok_rate"
 GARBLED_KEY = "search/garbled_rate"
 REPEAT_KEY = "search/repeat_ratio"
 SEARCH_KEY = "search/searches_per_sample"
-SHORT_WINDOW = 4  # logged steps the search-collapse and format-lost rules average (at most health_window)
+EMPTY_KEY = "search/empty_results"  # searches per sample that the retriever answered with no document
+SHORT_WINDOW = 4  # logged steps the search-collapse, format-lost and empty-search rules average (<= health_window)
 SHORT_FORMAT = "short format"  # the format-lost rule's window: FORMAT_KEY over SHORT_WINDOW steps
 # The window whose start an alarm of each rule names (the window that raised it)
 _RULE_WINDOWS = {"reward collapse": REWARD_KEY, "format collapse": FORMAT_KEY, "gibberish": GARBLED_KEY,
-                 "repetition": REPEAT_KEY, "search collapse": SEARCH_KEY, "format lost": SHORT_FORMAT}
+                 "repetition": REPEAT_KEY, "search collapse": SEARCH_KEY, "format lost": SHORT_FORMAT,
+                 "empty searches": EMPTY_KEY}
 RECORD_NAME = "health.json"
 _NGRAM = 4  # token n-grams counted by repeat_ratio
 
@@ -111,6 +120,9 @@ class HealthConfig:
     health_lost_format_rate: float = 0.02
     """Format lost: the mean of search/format_ok_rate over the last 4 logged steps at or below this after a window
     above it; no sample keeps the format, so every group's rewards are equal and nothing is learned back (-1: off)."""
+    health_max_empty_searches: float = 0.6
+    """Empty searches: over the last 4 logged steps, the share of searches the retriever answered with no document
+    above this; the policy searches for nothing (a stop word) or the retriever finds nothing (1: off)."""
     health_record: str = ""
     """JSON file of alarms and checkpoints; empty: health.json in the trainer's output folder."""
 
@@ -129,7 +141,8 @@ def health_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     if values["health_reward_drop"] < 0:
         problems.append(("health_reward_drop",
                          f"health_reward_drop must be >= 0 (0: off), got {values['health_reward_drop']!r}"))
-    for name in ("health_min_format_rate", "health_max_garbled_rate", "health_max_repeat_ratio"):
+    for name in ("health_min_format_rate", "health_max_garbled_rate", "health_max_repeat_ratio",
+                 "health_max_empty_searches"):
         if not 0 <= values[name] <= 1:
             problems.append((name, f"{name} is a rate, so it must be in [0, 1]; got {values[name]!r}"))
     if not (values["health_lost_format_rate"] == -1 or 0 <= values["health_lost_format_rate"] < 1):
@@ -211,6 +224,7 @@ class HealthMonitor:
         self.windows = {key: _Window(cfg.health_window) for key in keys}
         self.windows[SEARCH_KEY] = _Window(min(cfg.health_window, SHORT_WINDOW))
         self.windows[SHORT_FORMAT] = _Window(min(cfg.health_window, SHORT_WINDOW))
+        self.windows[EMPTY_KEY] = _Window(min(cfg.health_window, SHORT_WINDOW))
         self.metrics = {SHORT_FORMAT: FORMAT_KEY}  # windows named otherwise than the metric they average
         self.format_was_above = False  # some short window's format rate was above health_lost_format_rate
         self.best_reward = -math.inf
@@ -238,6 +252,7 @@ class HealthMonitor:
         self._format_rule(means, holding, cleared)
         self._search_rule(means, holding, cleared)
         self._format_lost_rule(means, holding, cleared)
+        self._empty_search_rule(means, holding, cleared)
         for rule, key, limit, what in (("gibberish", GARBLED_KEY, self.cfg.health_max_garbled_rate, "garbled"),
                                        ("repetition", REPEAT_KEY, self.cfg.health_max_repeat_ratio, "repeated")):
             if key in means and limit < 1:
@@ -314,6 +329,27 @@ class HealthMonitor:
                 f"no sampled rollout keeps the format: {mean:.3f} well formed over the last "
                 f"{self.windows[SHORT_FORMAT].size} logged steps (at most {level:g}), after more before; every rollout now "
                 f"earns the format penalty, so groups have no spread and the format cannot be learned back"))
+
+
+    def _empty_search_rule(self, means: dict, holding: dict, cleared: set) -> None:
+        # The two short windows cover the same steps (both metrics are logged every step), so the ratio of their
+        # means is the share of that window's searches that came back empty.
+        limit = self.cfg.health_max_empty_searches
+        if EMPTY_KEY not in means or SEARCH_KEY not in means or limit >= 1:
+            return
+        searches = means[SEARCH_KEY]
+        if searches <= 0 or searches < self.cfg.health_min_searches:  # too few searches to judge: search collapse's
+            cleared.add("empty searches")
+            return
+        share = means[EMPTY_KEY] / searches
+        if share > limit:
+            holding["empty searches"] = (share, (
+                f"{share:.2f} of the searches of the last {self.windows[EMPTY_KEY].size} logged steps found no "
+                f"document (limit {limit:g}) while the policy still makes {searches:.2f} searches per sample: its "
+                f"queries find nothing (e.g. a stop word), or the retriever returns nothing; the trajectories' "
+                f"queries say which"))
+        else:
+            cleared.add("empty searches")
 
 
 def alarms_in_history(rows: Iterable[Mapping[str, Any]], cfg: HealthConfig) -> list[Alarm]:
