@@ -330,7 +330,6 @@ class HealthMonitor:
                 f"{self.windows[SHORT_FORMAT].size} logged steps (at most {level:g}), after more before; every rollout now "
                 f"earns the format penalty, so groups have no spread and the format cannot be learned back"))
 
-
     def _empty_search_rule(self, means: dict, holding: dict, cleared: set) -> None:
         # The two short windows cover the same steps (both metrics are logged every step), so the ratio of their
         # means is the share of that window's searches that came back empty.
