@@ -372,6 +372,25 @@ def test_a_verdict_names_the_seeds_that_lost_the_answer_format():
         "warning"]  # older records without the column: nothing to say
 
 
+def test_a_verdict_names_the_seeds_that_searched_for_nothing():
+    # ablate_evidence's cpu profile, seed 2: one search a question, most of them the query "and", which finds nothing
+    def arm(name, empty_by_seed, searches=1):
+        return [{"arm": name, "seed": seed, "id": f"q{i}", "f1": 0.3, "searches": searches,
+                 "empty_results": int(i < empty)} for seed, empty in empty_by_seed.items() for i in range(4)]
+
+    records = pd.DataFrame(arm("evidence", {0: 0, 1: 1, 2: 2}) + arm("no_evidence", {0: 0, 1: 0, 2: 4}))
+    row = verdict_table(records, [Claim("evidence helps", "evidence", "no_evidence")]).iloc[0]
+    # seed 1 of evidence: a quarter of its searches empty, which is not more than 0.25
+    assert ("searched for nothing (> 0.25 of searches found no document): evidence seed 2; no_evidence seed 2"
+            in row["warning"])
+    # a seed that hardly searches is the no-search warning's, whatever its few searches found
+    quiet = pd.DataFrame(arm("a", {0: 0}) + arm("b", {0: 4}, searches=0.05))
+    assert "searched for nothing" not in verdict_table(quiet, [Claim("a beats b", "a", "b")]).iloc[0]["warning"]
+    older = records.drop(columns="empty_results")  # records from before the column: nothing to say
+    assert "searched for nothing" not in verdict_table(older, [Claim("x", "evidence", "no_evidence")]).iloc[0][
+        "warning"]
+
+
 def test_seeds_that_agree_do_not_narrow_the_interval():
     # Three seeds that score every question alike carry no more evidence about these questions than one seed:
     # the bootstrap resamples questions, so the interval is one seed's (pairs resampled as if independent would

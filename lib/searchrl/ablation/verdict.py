@@ -34,6 +34,10 @@ NO_SEARCH = 0.1
 # (ablate_algorithm's cpu profile: PPO seed 1 dropped the think block, 0.00 well formed, yet its answers were read
 # and scored 0.26 F1): its score is not that of a policy following the protocol, which the verdict should say.
 NO_FORMAT = 0.5
+# A seed more of whose held-out searches than this found no document searched for nothing (ablate_evidence's cpu
+# profile, seed 2: the query "and", 0.39 and 0.80 of the searches, where every other committed arm-seed is at 0.12 or
+# less): it keeps the search count of a searching policy, so NO_SEARCH cannot see it.
+EMPTY_SEARCHES = 0.25
 REPRODUCED, OPPOSITE, INCONCLUSIVE, NOT_RUN = "reproduced", "opposite", "inconclusive", "not run"
 
 
@@ -110,10 +114,12 @@ def verdict_table(records: pd.DataFrame, claims: Sequence[Claim], *, confidence:
     (better - worse, the mean of the per-question means over seeds), its paired bootstrap interval over questions,
     `verdict`, `questions` (the units the bootstrap resamples), `pairs` ((seed, question) pairs behind them), `seeds`,
     `questions/seed` (fewest over seeds) and `warning` (fewer than `min_questions` questions, questions only one arm
-    evaluated, a single seed, seeds of either arm that answered without searching or lost the format)."""
+    evaluated, a single seed, seeds of either arm that answered without searching, searched for nothing or lost
+    the format)."""
     pct = round(confidence * 100)
     silent = _seeds_below(records, "searches", NO_SEARCH)
     unformatted = _seeds_below(records, "format_ok", NO_FORMAT)
+    hollow = _seeds_searching_nothing(records)
     rows = []
     for claim in claims:
         metric = claim.metric.lower()
@@ -148,6 +154,9 @@ def verdict_table(records: pd.DataFrame, claims: Sequence[Claim], *, confidence:
         quiet = _name_seeds(silent, (claim.better, claim.worse))
         if quiet:
             warnings.append(f"answered without searching (< {NO_SEARCH} searches per question): {quiet}")
+        empty = _name_seeds(hollow, (claim.better, claim.worse))
+        if empty:
+            warnings.append(f"searched for nothing (> {EMPTY_SEARCHES:g} of searches found no document): {empty}")
         broken = _name_seeds(unformatted, (claim.better, claim.worse))
         if broken:
             warnings.append(f"lost the answer format (< {NO_FORMAT:g} of answers well formed): {broken}")
@@ -169,6 +178,21 @@ def _seeds_below(records: pd.DataFrame, column: str, level: float) -> dict[str, 
     out: dict[str, list[int]] = {}
     for (arm, seed), value in means.items():
         if value < level:
+            out.setdefault(arm, []).append(int(seed))
+    return out
+
+
+def _seeds_searching_nothing(records: pd.DataFrame) -> dict[str, list[int]]:
+    """{arm: its seeds that still searched (NO_SEARCH or more a question) but more than EMPTY_SEARCHES of whose
+    searches found no document}."""
+    if not {"searches", "empty_results"} <= set(records.columns) or records.empty:
+        return {}
+    sums = records.groupby(["arm", "seed"])[["searches", "empty_results"]].sum()
+    counts = records.groupby(["arm", "seed"]).size()
+    out: dict[str, list[int]] = {}
+    for (arm, seed), row in sums.iterrows():
+        searched = row["searches"] >= NO_SEARCH * counts[arm, seed] and row["searches"] > 0
+        if searched and row["empty_results"] / row["searches"] > EMPTY_SEARCHES:
             out.setdefault(arm, []).append(int(seed))
     return out
 
