@@ -230,6 +230,26 @@ def test_a_cold_start_made_before_a_setting_existed_is_reused(tmp_path):
     assert len(work.cold_starts) == 2
 
 
+def test_arms_that_differ_only_in_the_memorization_loss_share_a_cold_start(tmp_path):
+    # As ablate_knowledge's full vs no_memorization (named after FakeWork's scores here). The loss is RL's alone, so
+    # the cold start is one; a cold start made when the memorization settings still keyed it (its settings.json
+    # records them) is reused on resume.
+    arms = {"em": {"memorization_coef": 0.1}, "f1": {"memorization_coef": 0.0}}
+    work = FakeWork()
+    Ablation(_cfg(tmp_path), arms, seeds=[0], work=work, run_dir=tmp_path / "run").run()
+    assert len(work.cold_starts) == 1
+    [made] = (tmp_path / "run" / "shared" / "seed0").glob("cold_start-*")
+    settings = json.loads((made / "settings.json").read_text())
+    (made / "settings.json").write_text(json.dumps({**settings, "memorization_coef": 0.1, "rewrite_batch_size": 8}))
+    old = made.with_name("cold_start-0ld0ld00")
+    made.rename(old)
+    done = json.loads((old / "done.json").read_text())
+    (old / "done.json").write_text(json.dumps({**done, "model": str(old / "checkpoints" / "cold_start")}))
+    more = {**arms, "cem": {"rewards": ["cem"]}}
+    Ablation(_cfg(tmp_path), more, seeds=[0], work=work, run_dir=tmp_path / "run").run()
+    assert len(work.cold_starts) == 1 and work.runs[-1][2].endswith("cold_start-0ld0ld00/checkpoints/cold_start")
+
+
 class WeightsWork(FakeWork):
     """FakeWork whose cold start saves weights: the same bytes each time unless `drift` (another thread count, say)."""
 

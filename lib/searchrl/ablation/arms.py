@@ -27,9 +27,10 @@ _ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # the arm's folder name
 
 # Settings the cold start does not read. Every other setting (including any added later) keys the shared cold start,
 # so an unknown setting costs an extra cold start instead of silently sharing a wrong one.
-# The cold start trains on templated trajectories of the run's data: the RL-side data selection and the health
-# checks of RL training do not change it.
-_NOT_COLD_START_SECTIONS = ("RL", "eval", "benchmarks", "ablation", "data difficulty", "training health")
+# The cold start trains on templated trajectories of the run's data: the RL-side data selection, the health checks
+# of RL training and the memorization loss (R1-Searcher++'s, added to RL's loss only) do not change it.
+_NOT_COLD_START_SECTIONS = ("RL", "eval", "benchmarks", "ablation", "data difficulty", "training health",
+                            "memorization")
 _NOT_COLD_START_FIELDS = (
     # where the run is recorded, and how it computes
     "run_name", "output_root", "evidence_copy_dir", "resume", "report_to", *COMPUTE_ONLY_SETTINGS,

@@ -252,12 +252,14 @@ def _with_defaults(recorded: Mapping[str, Any], keys: Iterable[str]) -> dict[str
 def _same_finished_cold_start(folder: Path, settings: Mapping[str, Any]) -> Path | None:
     """A finished sibling of cold-start `folder` made with `settings` (absent ones read as their defaults)."""
     wanted = json.dumps(settings, sort_keys=True, default=str)
+    known = RunConfig.defaults()
     for sibling in sorted(folder.parent.glob("cold_start-*")):
         recorded = read_json(sibling / "settings.json")
         if not recorded or layout.read_done(sibling) is None:
             continue
-        # older cold starts recorded compute-only settings, which never tell two cold starts apart
-        recorded = {k: v for k, v in recorded.items() if k not in COMPUTE_ONLY_SETTINGS}
+        # older cold starts recorded settings the cold start does not read (compute-only ones, the memorization
+        # loss's), which never tell two cold starts apart: only a setting the schema no longer has stays and differs
+        recorded = {k: v for k, v in recorded.items() if k in settings or k not in known}
         filled = _with_defaults(recorded, settings)
         if set(recorded) <= set(settings) and json.dumps(filled, sort_keys=True, default=str) == wanted:
             return sibling
