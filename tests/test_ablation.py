@@ -211,17 +211,23 @@ def test_a_setting_added_since_an_arm_started_resumes_at_its_default(tmp_path):
         Ablation(_cfg(tmp_path), changed, seeds=[0], work=FakeWork(), run_dir=tmp_path / "run")
 
 
+def _made_earlier(made, settings):
+    """Turn the finished cold start `made` into one made by earlier code: it recorded `settings`, and its folder is
+    named by a key that hashed the settings of the time."""
+    (made / "settings.json").write_text(json.dumps(settings))
+    old = made.with_name("cold_start-0ld0ld00")
+    made.rename(old)
+    done = json.loads((old / "done.json").read_text())
+    (old / "done.json").write_text(json.dumps({**done, "model": str(old / "checkpoints" / "cold_start")}))
+
+
 def test_a_cold_start_made_before_a_setting_existed_is_reused(tmp_path):
     work = FakeWork()
     Ablation(_cfg(tmp_path), ARMS, seeds=[0], work=work, run_dir=tmp_path / "run").run()
     [made] = (tmp_path / "run" / "shared" / "seed0").glob("cold_start-*")
     settings = json.loads((made / "settings.json").read_text())
     del settings["center_opener_advantage"]  # as a cold start made before the setting existed records it
-    (made / "settings.json").write_text(json.dumps(settings))
-    old = made.with_name("cold_start-0ld0ld00")  # and its key, which hashed the settings of the time
-    made.rename(old)
-    done = json.loads((old / "done.json").read_text())
-    (old / "done.json").write_text(json.dumps({**done, "model": str(old / "checkpoints" / "cold_start")}))
+    _made_earlier(made, settings)
     more = {**ARMS, "cem": {"rewards": ["cem"]}}
     Ablation(_cfg(tmp_path), more, seeds=[0], work=work, run_dir=tmp_path / "run").run()
     assert len(work.cold_starts) == 1 and work.runs[-1][2].endswith("cold_start-0ld0ld00/checkpoints/cold_start")
@@ -240,11 +246,7 @@ def test_arms_that_differ_only_in_the_memorization_loss_share_a_cold_start(tmp_p
     assert len(work.cold_starts) == 1
     [made] = (tmp_path / "run" / "shared" / "seed0").glob("cold_start-*")
     settings = json.loads((made / "settings.json").read_text())
-    (made / "settings.json").write_text(json.dumps({**settings, "memorization_coef": 0.1, "rewrite_batch_size": 8}))
-    old = made.with_name("cold_start-0ld0ld00")
-    made.rename(old)
-    done = json.loads((old / "done.json").read_text())
-    (old / "done.json").write_text(json.dumps({**done, "model": str(old / "checkpoints" / "cold_start")}))
+    _made_earlier(made, {**settings, "memorization_coef": 0.1, "rewrite_batch_size": 8})
     more = {**arms, "cem": {"rewards": ["cem"]}}
     Ablation(_cfg(tmp_path), more, seeds=[0], work=work, run_dir=tmp_path / "run").run()
     assert len(work.cold_starts) == 1 and work.runs[-1][2].endswith("cold_start-0ld0ld00/checkpoints/cold_start")
