@@ -187,11 +187,11 @@ def _seeds_searching_nothing(records: pd.DataFrame) -> dict[str, list[int]]:
     searches found no document}."""
     if not {"searches", "empty_results"} <= set(records.columns) or records.empty:
         return {}
-    sums = records.groupby(["arm", "seed"])[["searches", "empty_results"]].sum()
-    counts = records.groupby(["arm", "seed"]).size()
+    # per-question means: their ratio is the share of the seed's searches that found nothing
+    means = records.groupby(["arm", "seed"])[["searches", "empty_results"]].mean()
     out: dict[str, list[int]] = {}
-    for (arm, seed), row in sums.iterrows():
-        searched = row["searches"] >= NO_SEARCH * counts[arm, seed] and row["searches"] > 0
+    for (arm, seed), row in means.iterrows():
+        searched = row["searches"] >= NO_SEARCH and row["searches"] > 0
         if searched and row["empty_results"] / row["searches"] > EMPTY_SEARCHES:
             out.setdefault(arm, []).append(int(seed))
     return out
