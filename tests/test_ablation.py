@@ -413,6 +413,27 @@ def test_a_verdict_names_the_seeds_that_searched_for_nothing():
         "warning"]
 
 
+def test_a_verdict_names_the_seeds_in_which_the_arms_wrote_the_same_responses():
+    # ablate_knowledge's cpu profile, seed 0: RL stopped searching, so neither the memorization loss nor the group
+    # reward ever acted, and the arms trained alike
+    def arm(name, completions_by_seed):
+        return [{"arm": name, "seed": seed, "id": f"q{i}", "f1": 0.1 * i, "prediction": text.split()[-1],
+                 "queries": [], "completion": text} for seed, texts in completions_by_seed.items()
+                for i, text in enumerate(texts)]
+
+    same = ["<answer> Radrus", "<answer> Bromu"]
+    records = pd.DataFrame(arm("full", {0: same, 1: same, 2: same})
+                           + arm("no_memorization", {0: same, 1: ["<answer> Radrus", "I think <answer> Bromu"],
+                                                     2: same[::-1]}))
+    row = verdict_table(records, [Claim("memorization helps", "full", "no_memorization")]).iloc[0]
+    # seed 1: the same answers in different words; seed 2: different answers to the same questions
+    assert "the two arms wrote the same response to every question in seed 0:" in row["warning"]
+    both = records.assign(completion="same")  # and the same queries and predictions in seed 0
+    assert "in seeds 0, 1:" in verdict_table(both, [Claim("x", "full", "no_memorization")]).iloc[0]["warning"]
+    older = records.drop(columns=["completion", "prediction", "queries"])  # nothing recorded to compare
+    assert "same response" not in verdict_table(older, [Claim("x", "full", "no_memorization")]).iloc[0]["warning"]
+
+
 def test_seeds_that_agree_do_not_narrow_the_interval():
     # Three seeds that score every question alike carry no more evidence about these questions than one seed:
     # the bootstrap resamples questions, so the interval is one seed's (pairs resampled as if independent would

@@ -38,6 +38,10 @@ NO_FORMAT = 0.5
 # profile, seed 2: the query "and", 0.39 and 0.80 of the searches, where every other committed arm-seed is at 0.12 or
 # less): it keeps the search count of a searching policy, so NO_SEARCH cannot see it.
 EMPTY_SEARCHES = 0.25
+# Record columns that together say what a policy did with a question: two arms equal in all of them, on every question
+# of a seed, behaved alike there (ablate_knowledge's cpu profile, seed 0: the memorization loss and the group reward
+# act only on correct searching rollouts, RL stopped searching at step 3, and the three arms trained bit for bit alike).
+SAME_ANSWER_COLUMNS = ("completion", "prediction", "queries")
 REPRODUCED, OPPOSITE, INCONCLUSIVE, NOT_RUN = "reproduced", "opposite", "inconclusive", "not run"
 
 
@@ -115,7 +119,7 @@ def verdict_table(records: pd.DataFrame, claims: Sequence[Claim], *, confidence:
     `verdict`, `questions` (the units the bootstrap resamples), `pairs` ((seed, question) pairs behind them), `seeds`,
     `questions/seed` (fewest over seeds) and `warning` (fewer than `min_questions` questions, questions only one arm
     evaluated, a single seed, seeds of either arm that answered without searching, searched for nothing or lost
-    the format)."""
+    the format, seeds in which the two arms wrote the same responses)."""
     pct = round(confidence * 100)
     silent = _seeds_below(records, "searches", NO_SEARCH)
     unformatted = _seeds_below(records, "format_ok", NO_FORMAT)
@@ -160,6 +164,11 @@ def verdict_table(records: pd.DataFrame, claims: Sequence[Claim], *, confidence:
         broken = _name_seeds(unformatted, (claim.better, claim.worse))
         if broken:
             warnings.append(f"lost the answer format (< {NO_FORMAT:g} of answers well formed): {broken}")
+        alike = _seeds_answering_alike(records, claim.better, claim.worse)
+        if alike:
+            warnings.append(f"the two arms wrote the same response to every question in seed{'s' if len(alike) > 1 else ''} "
+                            f"{', '.join(map(str, alike))}: what they differ in changed nothing there (did its "
+                            "mechanism ever act in training?)")
         row.update({"better mean": float(by_question[f"{metric} better"].mean()),
                     "worse mean": float(by_question[f"{metric} worse"].mean()), "difference": mean,
                     f"{pct}% low": low, f"{pct}% high": high, "verdict": verdict(low, high),
@@ -195,6 +204,22 @@ def _seeds_searching_nothing(records: pd.DataFrame) -> dict[str, list[int]]:
         if searched and row["empty_results"] / row["searches"] > EMPTY_SEARCHES:
             out.setdefault(arm, []).append(int(seed))
     return out
+
+
+def _seeds_answering_alike(records: pd.DataFrame, first: str, second: str) -> list[int]:
+    """The seeds in which arms `first` and `second` gave the same record in every SAME_ANSWER_COLUMNS column present
+    to every question both evaluated (none when no such column is recorded)."""
+    columns = [c for c in SAME_ANSWER_COLUMNS if c in records.columns]
+    if not columns:
+        return []
+    def answers(arm: str) -> pd.DataFrame:
+        part = records.loc[records["arm"] == arm, ["seed", "id", *columns]].drop_duplicates(["seed", "id"])
+        return part.assign(**{c: part[c].map(repr) for c in columns})  # lists (queries) compare as text
+
+    both = answers(first).merge(answers(second), on=["seed", "id"], suffixes=(" a", " b"))
+    same = np.logical_and.reduce([both[f"{c} a"] == both[f"{c} b"] for c in columns])
+    return sorted(int(seed) for seed, alike in pd.Series(same, index=both.index).groupby(both["seed"]).all().items()
+                  if alike)
 
 
 def _name_seeds(seeds: dict[str, list[int]], arms: Sequence[str]) -> str:
