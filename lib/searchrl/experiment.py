@@ -429,12 +429,21 @@ class Experiment:
             trained = trainer.accelerator.unwrap_model(trainer.model)
         if health is not None and health.stopped_at is not None:
             trained = self._roll_back(trainer, args.output_dir, trained)
+        self._warn_idle_mechanisms(stage)
         if cfg.use_peft:
             trained = trained.merge_and_unload()
         folder = self.save_model(trained, stage.name)
         if trainer.accelerator.is_main_process:
             write_json(folder / STAGE_STEPS, {"steps": max(trainer.state.global_step, resumed_at)})
         return trained
+
+    def _warn_idle_mechanisms(self, stage) -> None:
+        """Warn about each reward or loss that never acted in `stage` (searchrl.trainer.idle_mechanisms)."""
+        from searchrl.trainer.idle_mechanisms import idle_mechanisms
+
+        rows = [row for row in self.history.rows if row.get("stage") == stage.name]
+        for line in idle_mechanisms(rows, self.cfg.memorization_coef):
+            warnings.warn(f"{stage.name}: {line}", stacklevel=2)
 
     def _finished_stage(self, stage) -> Path | None:
         """On resume, the policy of a stage that already trained all its steps and kept no trainer checkpoint to
