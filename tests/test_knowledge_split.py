@@ -182,6 +182,10 @@ def test_fact_statements_teach_each_internal_fact_the_requested_number_of_times(
     assert [it["segments"] for it in plain] == [it["segments"] for it in first_round]
     assert [it["segments"][0][0] for it in wrapped] == [
         f"<|begin_internal_answer|>{it['segments'][0][0]}<|end_internal_answer|>" for it in plain]
+    # sft_fact_in_span False leaves the sentences bare even for a protocol with the tags.
+    bare = fact_statement_items(split_world, KnowledgeConfig(knowledge_internal_frac=0.3, sft_fact_repeats=1,
+                                                             sft_fact_in_span=False), get_protocol("r1_searcher_pp"))
+    assert [it["segments"] for it in bare] == [it["segments"] for it in plain]
     assert fact_statement_items(split_world, KnowledgeConfig(knowledge_internal_frac=0.3)) == []
     assert fact_statement_items(make_world(**SMALL), KnowledgeConfig(sft_fact_repeats=3)) == []
 

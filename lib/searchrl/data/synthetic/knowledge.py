@@ -39,9 +39,14 @@ class KnowledgeConfig:
     """Share of the synthetic world's facts taught to the model in the cold start (internal: answered from memory
     in an internal-answer span); the rest must be searched. 0: no split, rows carry no knowledge labels."""
     sft_fact_repeats: int = 0
-    """How many times the cold start states each internal fact as a plain sentence ("The birthplace of X is Y."),
+    """How many times the cold start states each internal fact as a short sentence ("The birthplace of X is Y."),
     so that the model memorises it (0: no fact statements; internal facts are then taught only where the templated
     trajectories happen to recall them)."""
+    sft_fact_in_span: bool = True
+    """Write each fact statement inside the protocol's internal-answer tags, exactly as a recall in a trajectory
+    writes it (True), or as a bare sentence, the way pretraining text holds a fact (False). With bare sentences only
+    the templated trajectories open the span, so the cold start does not show it many times more often than a
+    search (with tags and 8 repeats, 896 statements outnumbered 48 trajectories and the policy stopped searching)."""
 
     def __post_init__(self) -> None:
         raise_problems("KnowledgeConfig", knowledge_problems({f.name: getattr(self, f.name) for f in fields(self)}))

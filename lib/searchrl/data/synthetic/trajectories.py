@@ -283,8 +283,9 @@ def fact_statement_items(world: World, knowledge: KnowledgeConfig | None = None,
                          ) -> list[dict[str, Any]]:
     """Cold-start items that teach the internal facts of `world`: each internal fact's `fact_sentence`, stated
     `knowledge.sft_fact_repeats` times (a `KnowledgeConfig`, or a RunConfig, which inherits it). With a `protocol`
-    that has internal-answer tags, each sentence is written inside them, exactly as a recall in a trajectory is:
-    the model then learns the fact right after the tag that calls it up.
+    that has internal-answer tags and `knowledge.sft_fact_in_span` (the default), each sentence is written inside
+    them, exactly as a recall in a trajectory is: the model then learns the fact right after the tag that calls it
+    up. Without it the sentence stands bare, and only the trajectories teach when to open the span.
 
     Each item has an empty prompt and one trainable segment (the sentence), so `tokenize_sft` takes it like a
     templated trajectory: a plain statement is a few dozen tokens where a trajectory with its prompt is hundreds,
@@ -293,9 +294,10 @@ def fact_statement_items(world: World, knowledge: KnowledgeConfig | None = None,
     (every fact once, then every fact again, ...), so cutting the list keeps every fact in. Empty when the world
     has no split or the repeats are 0.
     """
-    repeats = knowledge_config(knowledge).sft_fact_repeats
-    wrap = ((protocol.internal_open, protocol.internal_close) if protocol is not None and recalls_internally(protocol)
-            else ("", ""))
+    knowledge = knowledge_config(knowledge)
+    repeats = knowledge.sft_fact_repeats
+    in_span = knowledge.sft_fact_in_span and protocol is not None and recalls_internally(protocol)
+    wrap = (protocol.internal_open, protocol.internal_close) if in_span else ("", "")
     by_id = {e.id: e for e in world.entities}
     facts = sorted(world.internal_facts(), key=_fact_order(world))
     sentences = []
