@@ -166,9 +166,8 @@ def verdict_table(records: pd.DataFrame, claims: Sequence[Claim], *, confidence:
             warnings.append(f"lost the answer format (< {NO_FORMAT:g} of answers well formed): {broken}")
         alike = _seeds_answering_alike(records, claim.better, claim.worse)
         if alike:
-            warnings.append(f"the two arms wrote the same response to every question in seed{'s' if len(alike) > 1 else ''} "
-                            f"{', '.join(map(str, alike))}: what they differ in changed nothing there (did its "
-                            "mechanism ever act in training?)")
+            warnings.append(f"the two arms wrote the same response to every question in {_seed_list(alike)}: what "
+                            "they differ in changed nothing there (did its mechanism ever act in training?)")
         row.update({"better mean": float(by_question[f"{metric} better"].mean()),
                     "worse mean": float(by_question[f"{metric} worse"].mean()), "difference": mean,
                     f"{pct}% low": low, f"{pct}% high": high, "verdict": verdict(low, high),
@@ -224,8 +223,12 @@ def _seeds_answering_alike(records: pd.DataFrame, first: str, second: str) -> li
 
 def _name_seeds(seeds: dict[str, list[int]], arms: Sequence[str]) -> str:
     """"ppo seed 1; rloo seeds 0, 2" for the listed `arms` that have seeds in `seeds`."""
-    return "; ".join(f"{arm} seed{'s' if len(seeds[arm]) > 1 else ''} {', '.join(map(str, seeds[arm]))}"
-                     for arm in arms if seeds.get(arm))
+    return "; ".join(f"{arm} {_seed_list(seeds[arm])}" for arm in arms if seeds.get(arm))
+
+
+def _seed_list(seeds: Sequence[int]) -> str:
+    """"seed 1" or "seeds 0, 2"."""
+    return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
 
 
 __all__ = ["CLAIM_METRICS", "Claim", "paired_differences", "parse_claims", "verdict", "verdict_table"]
