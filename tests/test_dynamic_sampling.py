@@ -149,3 +149,42 @@ def test_refills_that_overshoot_never_grow_the_batch(tmp_path, tiny_policy_path,
     assert batch["completion_ids"].size(0) == 8
     assert (batch["completion_mask"].sum(dim=1) > 0).all()
     assert trainer._metrics["train"]["search/informative_group_frac"] == [1.0]
+
+
+def recording_draws(trainer) -> list[list[str]]:
+    """The ids of every extra draw `trainer` makes from now on (one list per draw)."""
+    drawn, draw = [], trainer._draw_questions
+
+    def recorded(n, types=None):
+        rows = draw(n, types)
+        drawn.append([row["id"] for row in rows])
+        return rows
+
+    trainer._draw_questions = recorded
+    return drawn
+
+
+def test_a_resumed_run_continues_the_extra_draws_where_its_checkpoint_left_them(tmp_path, tiny_policy_path, tokenizer):
+    # The extra draws have a random stream of their own; a resume that restarted it from the seed would redraw the
+    # run's first extra questions (a resumed arm then parted from an uninterrupted one at its first resumed step).
+    rows = [{"id": f"c{i}", "question": f"Constant question {i}?", "golden_answers": ["x"], "metadata": {}}
+            for i in range(5)] + [{"id": "v", "question": "Varied question?", "golden_answers": ["y"], "metadata": {}}]
+    settings = {"num_generations": 2, "max_completion_length": 8, "dynamic_sampling": True,
+                "dynamic_sampling_max_draws": 2, "per_device_train_batch_size": 4, "max_steps": 3,
+                "save_strategy": "steps", "save_steps": 1, "logging_steps": 1, "seed": 3}
+    whole, _ = mini_trainer(tmp_path / "whole", tiny_policy_path, tokenizer, rows, [reward_by_question], **settings)
+    drawn = recording_draws(whole)
+    whole.train()
+    cut = int(whole.state.log_history[0]["search/dynamic_extra_draws"])  # draws made in step 1
+    assert 0 < cut < len(drawn)  # extra draws on both sides of the checkpoint the other run resumes from
+
+    resumed, _ = mini_trainer(tmp_path / "resumed", tiny_policy_path, tokenizer, rows, [reward_by_question],
+                              **settings)
+    again = recording_draws(resumed)
+    resumed.train(resume_from_checkpoint=str(tmp_path / "whole" / "checkpoint-1"))
+    assert again == drawn[cut:]
+
+    def logged(trainer):  # the log history comes back with the checkpoint: step 1 is the uninterrupted run's
+        return [h[k] for h in trainer.state.log_history if "loss" in h for k in ("step", "reward", "loss", "grad_norm")]
+    assert logged(resumed) == pytest.approx(logged(whole))  # so it trained the uninterrupted run's steps 2 and 3
+    assert any(h["grad_norm"] > 0 for h in resumed.state.log_history[1:] if "grad_norm" in h)

@@ -216,6 +216,7 @@ def test_ppo_trains_logs_checkpoints_and_resumes_the_critic(tmp_path, tiny_polic
     # The checkpoint holds the critic's weights and optimizer state, equal to the trained critic.
     folder = tmp_path / "run" / "checkpoint-2" / "critic"
     assert (folder / "model.safetensors").exists() and (folder / "optimizer.pt").exists()
+    assert torch.equal(torch.load(folder / "shuffle_rng.pt"), trainer.critic.generator.get_state())
     saved = load_file(folder / "model.safetensors")
     assert all(torch.equal(saved[k], after[k]) for k in saved)
 
@@ -225,6 +226,8 @@ def test_ppo_trains_logs_checkpoints_and_resumes_the_critic(tmp_path, tiny_polic
     resumed.train(resume_from_checkpoint=str(tmp_path / "run" / "checkpoint-2"))
     restored = critic_state(resumed)
     assert all(torch.equal(restored[k], after[k]) for k in after)
+    # with the mini-batch shuffle's stream where the run left it (checkpoint-2 is the last step: nothing drawn since)
+    assert torch.equal(resumed.critic.generator.get_state(), trainer.critic.generator.get_state())
     steps = [s["step"] for s in resumed.critic.optimizer.state_dict()["state"].values()]
     expected = [s["step"] for s in trainer.critic.optimizer.state_dict()["state"].values()]
     assert steps and steps == expected and float(steps[0]) == 4  # 2 batches x 2 mini-batches

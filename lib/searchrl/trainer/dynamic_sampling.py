@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -94,4 +95,28 @@ def concat_batches(batches: list[dict], size: int) -> dict:
     return out
 
 
-__all__ = ["DRAW_SIZES", "concat_batches", "extra_draw_size", "informative_groups", "take_rows", "take_within_quota"]
+DRAW_STREAM_FILE = "extra_draws_rng.pt"
+"""Where a checkpoint keeps the extra draws' random stream (a torch.Generator state)."""
+
+
+def save_draw_stream(generator: torch.Generator | None, folder: str | Path) -> None:
+    """Keep the extra draws' random stream in checkpoint `folder`, so that a resumed run draws what the uninterrupted
+    one would have (nothing to keep before the first extra draw)."""
+    if generator is not None:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        torch.save(generator.get_state(), Path(folder) / DRAW_STREAM_FILE)
+
+
+def load_draw_stream(folder: str | Path) -> torch.Generator | None:
+    """The extra draws' random stream as checkpoint `folder` kept it; None when it kept none (no extra draw had been
+    made by then, so the stream starts from its seed, as it did in the run that wrote the checkpoint)."""
+    path = Path(folder) / DRAW_STREAM_FILE
+    if not path.exists():
+        return None
+    generator = torch.Generator()
+    generator.set_state(torch.load(path, weights_only=True))
+    return generator
+
+
+__all__ = ["DRAW_SIZES", "DRAW_STREAM_FILE", "concat_batches", "extra_draw_size", "informative_groups",
+           "load_draw_stream", "save_draw_stream", "take_rows", "take_within_quota"]

@@ -39,6 +39,8 @@ from searchrl.trainer.dynamic_sampling import (
     concat_batches,
     extra_draw_size,
     informative_groups,
+    load_draw_stream,
+    save_draw_stream,
     take_rows,
     take_within_quota,
 )
@@ -724,7 +726,8 @@ class SearchGRPOTrainer(GRPOTrainer):
                 (self._global_sum(torch.tensor(loss, device=ids.device)) / self.accelerator.num_processes).item())
         return advantages
 
-    # ---- checkpoints: the critic is not part of self.model, so the Trainer would neither save nor restore it ----
+    # ---- checkpoints: the Trainer saves and restores neither the critic (not part of self.model), nor the
+    # ---- prompt-selection record, nor the extra draws' random stream (a generator of this trainer's own)
 
     def _save_checkpoint(self, model, trial):
         # Override (TRL 1.16 uses this hook for its own extra state): write checkpoint-N/critic/ before super(), so
@@ -740,6 +743,8 @@ class SearchGRPOTrainer(GRPOTrainer):
         if self.args.prompt_selection == "informative" and self.args.should_save:
             os.makedirs(folder, exist_ok=True)
             self.selection.save(folder)
+        if self.args.should_save:
+            save_draw_stream(getattr(self, "_refill_generator", None), folder)
         super()._save_checkpoint(model, trial)
 
     def checkpoint_bytes(self) -> int:
@@ -761,6 +766,8 @@ class SearchGRPOTrainer(GRPOTrainer):
         super()._load_optimizer_and_scheduler(checkpoint)
         if checkpoint is not None and self.args.prompt_selection == "informative" and not self.selection.load(checkpoint):
             warnings.warn(f"{checkpoint} has no prompt-selection record: informative selection starts afresh")
+        if checkpoint is not None:
+            self._refill_generator = load_draw_stream(checkpoint)  # None: no extra draw yet, _draw_questions seeds it
         if self.critic is None or checkpoint is None:
             return
         folder = os.path.join(checkpoint, "critic")

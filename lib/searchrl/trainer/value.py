@@ -17,6 +17,7 @@ from torch import nn
 
 WEIGHTS_NAME = "model.safetensors"
 OPTIMIZER_NAME = "optimizer.pt"
+SHUFFLE_STREAM_NAME = "shuffle_rng.pt"
 
 
 class ValueModel(nn.Module):
@@ -154,9 +155,14 @@ class Critic:
         save_model(self.model, os.path.join(folder, WEIGHTS_NAME))  # handles tied tensors, unlike save_file
         if optimizer:
             torch.save(self.optimizer.state_dict(), os.path.join(folder, OPTIMIZER_NAME))
+        # the mini-batch shuffle's stream too: a resumed run then shuffles as the uninterrupted one would have
+        torch.save(self.generator.get_state(), os.path.join(folder, SHUFFLE_STREAM_NAME))
 
     def load(self, folder: str) -> None:
         load_model(self.model, os.path.join(folder, WEIGHTS_NAME), device=str(self.accelerator.device))
         path = os.path.join(folder, OPTIMIZER_NAME)
         if os.path.exists(path):  # absent when the checkpoint was saved with save_only_model
             self.optimizer.load_state_dict(torch.load(path, map_location=self.accelerator.device, weights_only=True))
+        path = os.path.join(folder, SHUFFLE_STREAM_NAME)
+        if os.path.exists(path):  # absent in checkpoints written before the stream was kept
+            self.generator.set_state(torch.load(path, weights_only=True))
