@@ -360,6 +360,7 @@ def test_verdicts_pair_by_question_and_seed_on_hand_worked_scores():
                         + _records("b", {0: [0.0] * 50 + [1.0] * 50, 1: [0.0] * 50 + [1.0] * 50}))
     ahead, behind = verdict_table(wide, [Claim("a beats b", "a", "b"), Claim("b beats a", "b", "a")]).to_dict("records")
     assert ahead["verdict"] == "reproduced" and ahead["95% low"] > 0
+    assert ahead["per seed"] == "+0.200, +0.200" and "every seed" not in ahead["warning"]
     assert behind["verdict"] == "opposite" and behind["95% high"] < 0
     # differences +1 and -1 in equal numbers: the interval contains 0
     even = pd.DataFrame(_records("a", {0: [1.0, 0.0] * 60}) + _records("b", {0: [0.0, 1.0] * 60}))
@@ -369,6 +370,26 @@ def test_verdicts_pair_by_question_and_seed_on_hand_worked_scores():
     assert "held-out questions" not in tie["warning"] and "one seed" in tie["warning"]
     missing = verdict_table(records, [claims[2]]).iloc[0]
     assert missing["verdict"] == "not run" and missing["pairs"] == missing["questions"] == 0
+
+
+def test_a_decided_verdict_names_the_seeds_that_point_the_other_way():
+    # ablate_knowledge's first cpu run: no_group searched 0.2 a question more than full in seed 1 and exactly as
+    # much (none) in seeds 0 and 2, and the interval over questions still cleared 0
+    def arm(name, searches_by_seed):
+        return [{"arm": name, "seed": seed, "id": f"q{i}", "searches": float(i < n)}
+                for seed, n in searches_by_seed.items() for i in range(100)]
+
+    records = pd.DataFrame(arm("no_group", {0: 0, 1: 21, 2: 0}) + arm("full", {0: 0, 1: 1, 2: 0}))
+    row = verdict_table(records, [Claim("no_group searches more", "no_group", "full", "searches")]).iloc[0]
+    assert row["verdict"] == "reproduced" and row["per seed"] == "+0.000, +0.200, +0.000"
+    assert ("not every seed points this way (seeds 0, 2: +0.000, +0.000): the interval resamples questions, not "
+            "training runs") in row["warning"]
+    # one seed against an opposite verdict is named too; an inconclusive verdict has no direction to point
+    flipped = verdict_table(records, [Claim("full searches more", "full", "no_group", "searches")]).iloc[0]
+    assert flipped["verdict"] == "opposite" and "(seeds 0, 2: +0.000, +0.000)" in flipped["warning"]
+    even = pd.DataFrame(arm("a", {0: 60, 1: 40}) + arm("b", {0: 40, 1: 60}))
+    tie = verdict_table(even, [Claim("a beats b", "a", "b", "searches")]).iloc[0]
+    assert tie["verdict"] == "inconclusive" and "every seed" not in tie["warning"]
 
 
 def test_a_verdict_names_the_seeds_that_answered_without_searching():

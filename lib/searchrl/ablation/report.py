@@ -16,7 +16,7 @@ import pandas as pd
 from searchrl.rundir import read_json
 
 CLAIM_COLUMNS = ("notebook", "paper", "claim", "metric", "better", "worse", "difference", "verdict",
-                 "questions", "pairs", "seeds", "warning", "run")
+                 "questions", "pairs", "seeds", "per seed", "warning", "run")
 
 
 def is_ablation_run(folder: Path) -> bool:

@@ -117,8 +117,9 @@ def verdict_table(records: pd.DataFrame, claims: Sequence[Claim], *, confidence:
     """One row per claim: paper, claim, metric, the arms, their means over the shared pairs, `difference`
     (better - worse, the mean of the per-question means over seeds), its paired bootstrap interval over questions,
     `verdict`, `questions` (the units the bootstrap resamples), `pairs` ((seed, question) pairs behind them), `seeds`,
-    `questions/seed` (fewest over seeds) and `warning` (fewer than `min_questions` questions, questions only one arm
-    evaluated, a single seed, seeds of either arm that answered without searching, searched for nothing or lost
+    `questions/seed` (fewest over seeds), `per seed` (each seed's mean difference, in seed order) and `warning`
+    (fewer than `min_questions` questions, questions only one arm evaluated, a single seed, seeds that point
+    against a decided verdict, seeds of either arm that answered without searching, searched for nothing or lost
     the format, seeds in which the two arms wrote the same responses)."""
     pct = round(confidence * 100)
     silent = _seeds_below(records, "searches", NO_SEARCH)
@@ -136,7 +137,7 @@ def verdict_table(records: pd.DataFrame, claims: Sequence[Claim], *, confidence:
         if pairs.empty:
             row.update({"better mean": np.nan, "worse mean": np.nan, "difference": np.nan, f"{pct}% low": np.nan,
                         f"{pct}% high": np.nan, "verdict": NOT_RUN, "questions": 0, "pairs": 0, "seeds": 0,
-                        "questions/seed": 0,
+                        "questions/seed": 0, "per seed": "",
                         "warning": "no question was evaluated by both arms (not run yet?)"})
             rows.append(row)
             continue
@@ -145,6 +146,7 @@ def verdict_table(records: pd.DataFrame, claims: Sequence[Claim], *, confidence:
         mean, low, high = bootstrap_mean(by_question["difference"].to_numpy(), n_resamples=n_resamples,
                                          confidence=confidence, seed=seed)
         per_seed = pairs.groupby("seed")["id"].nunique()
+        seed_means = pairs.groupby("seed")["difference"].mean()
         warnings = []
         if per_seed.min() < min_questions:
             warnings.append(f"only {int(per_seed.min())} held-out questions per seed (< {min_questions}): the "
@@ -168,11 +170,19 @@ def verdict_table(records: pd.DataFrame, claims: Sequence[Claim], *, confidence:
         if alike:
             warnings.append(f"the two arms wrote the same response to every question in {_seed_list(alike)}: what "
                             "they differ in changed nothing there (did its mechanism ever act in training?)")
+        decided = verdict(low, high)
+        against = [int(seed) for seed, d in seed_means.items() if np.sign(d) != np.sign(mean)]
+        if decided in (REPRODUCED, OPPOSITE) and against:
+            # the interval resamples questions of these trained arms: the spread between training runs is not in it
+            warnings.append(f"not every seed points this way ({_seed_list(against)}: "
+                            f"{', '.join(f'{seed_means[s]:+.3f}' for s in against)}): the interval resamples "
+                            "questions, not training runs")
         row.update({"better mean": float(by_question[f"{metric} better"].mean()),
                     "worse mean": float(by_question[f"{metric} worse"].mean()), "difference": mean,
-                    f"{pct}% low": low, f"{pct}% high": high, "verdict": verdict(low, high),
+                    f"{pct}% low": low, f"{pct}% high": high, "verdict": decided,
                     "questions": len(by_question), "pairs": len(pairs),
                     "seeds": len(per_seed), "questions/seed": int(per_seed.min()),
+                    "per seed": ", ".join(f"{d:+.3f}" for d in seed_means),
                     "warning": "; ".join(warnings)})
         rows.append(row)
     return pd.DataFrame(rows)
