@@ -597,6 +597,9 @@ def test_the_report_collects_the_newest_finished_run_of_each_notebook(tmp_path):
     figure = report.claims_figure(claims)
     assert [t.get_text() for t in figure.axes[0].get_yticklabels()] == [
         "ablate_reward: F1 reward beats EM (f1) *"]  # starred: its warning says four questions are too few
+    # each seed's own difference is drawn below the interval (the two seeds here are alike: 1.5 / 4 each)
+    ticks = [line for line in figure.axes[0].get_lines() if line.get_gid() == "seeds"]
+    assert [list(line.get_xdata()) for line in ticks] == [[pytest.approx(0.375, abs=1e-3)] * 2]
     assert report.claims_figure(claims.assign(difference=float("nan"))) is None
     assert "| ablate_reward | R1-Searcher Table 5 | F1 reward beats EM | f1 |" in text and "## ablate_reward" in text
     with pytest.raises(FileNotFoundError, match="no finished ablation run"):

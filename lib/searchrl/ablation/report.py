@@ -139,8 +139,8 @@ VERDICT_COLOURS = {"reproduced": "tab:green", "opposite": "tab:red", "inconclusi
 
 def claims_figure(claims: pd.DataFrame):
     """One row per claim: our difference (the arm the paper says is better minus the other) with its interval,
-    coloured by verdict, beside the zero line the paper's direction must clear; a claim with a warning is marked
-    with "*". None when no claim has a measured difference."""
+    coloured by verdict, beside the zero line the paper's direction must clear, with each seed's own difference as a
+    tick below it; a claim with a warning is marked with "*". None when no claim has a measured difference."""
     from searchrl.plots import ReportFigure
 
     low = next((c for c in claims.columns if c.endswith("% low")), None)
@@ -154,18 +154,29 @@ def claims_figure(claims: pd.DataFrame):
     labels = []
     for yi, (_, row) in zip(y, rows.iterrows()):
         diff = row["difference"]
-        ax.errorbar(diff, yi, xerr=[[diff - row[low]], [row[high] - diff]], fmt="o", capsize=3,
-                    color=VERDICT_COLOURS.get(str(row["verdict"]), "black"))
+        colour = VERDICT_COLOURS.get(str(row["verdict"]), "black")
+        ax.errorbar(diff, yi, xerr=[[diff - row[low]], [row[high] - diff]], fmt="o", capsize=3, color=colour)
+        seeds = _per_seed(row.get("per seed"))
+        if len(seeds) > 1:  # each seed's own difference: the spread between training runs the interval leaves out
+            ax.plot(seeds, [yi - 0.22] * len(seeds), "|", color=colour, markersize=7, alpha=0.8, gid="seeds")
         warned = isinstance(row.get("warning"), str) and row["warning"].strip()
         labels.append(f"{row['notebook']}: {row['claim']} ({row['metric']}){' *' if warned else ''}")
     ax.set_yticks(y, labels, fontsize="small")
     ax.axvline(0, color="black", linewidth=0.8)
     ax.set_xlabel(f"better arm minus worse arm ({low.removesuffix(' low')} interval)")
     handles = [ax.plot([], [], "o", color=c, label=v)[0] for v, c in VERDICT_COLOURS.items()]
+    handles.append(ax.plot([], [], "|", color="black", label="each seed")[0])
     ax.legend(handles=handles, fontsize="x-small", loc="best")
     ax.set_title("The papers' claims, measured here (* = see the warning column)", fontsize="medium")
     ax.grid(axis="x", alpha=0.3)
     return fig
+
+
+def _per_seed(text) -> list[float]:
+    """The per-seed differences of a claims row ("+0.000, +0.200"; empty or missing in older verdict files)."""
+    if not isinstance(text, str) or not text.strip():
+        return []
+    return [float(part) for part in text.split(",")]
 
 
 def write_report(runs: Sequence[Path], folder: str | Path) -> Path:
