@@ -186,3 +186,80 @@ def test_the_trainer_uses_the_stratified_sampler_and_each_step_draws_every_type(
     trainer.train()
     assert drawn == [["flat", "varied"]] * 3
     assert trainer.selection.by_type == {}  # no informative record is kept or saved
+
+
+def test_a_resumed_informative_sampler_hands_out_the_batches_its_checkpoint_drew_then_draws_on():
+    # The batches drawn before a checkpoint were drawn with the record as it stood then; a resumed sampler that
+    # redrew them with the checkpoint's (later) record would choose other questions from then on.
+    ids, types = [f"q{i}" for i in range(40)], ["a"] * 20 + ["b"] * 20
+
+    def run(sampler, record, batches, trained=0):
+        out, saved, it = [], None, iter(sampler)
+        for b in range(batches):
+            chunk = [next(it) for _ in range(4)]
+            out.append(chunk)
+            if b >= trained:  # a resumed run skips the batches it trained before the checkpoint
+                record.record([ids[i] for i in chunk], [types[i] for i in chunk], [types[i] == "b" for i in chunk])
+            if b == 2:  # a checkpoint after the third batch
+                saved = (sampler.draw_state(), json.loads(json.dumps(record.state_dict())))
+        return out, saved
+
+    def sampler(record, seed=5):
+        return InformativeSampler(ids, types, record, mini_repeat_count=1, batch_size=4, repeat_count=1, seed=seed)
+
+    record = SelectionRecord()
+    whole, (draws, kept) = run(sampler(record), record, 8)
+    assert draws["chunks"] == whole[:3]
+    restored = SelectionRecord()
+    restored.load_state_dict(kept)
+    resumed = sampler(restored)
+    resumed.resume_draws(draws)
+    again, _ = run(resumed, restored, 8, trained=3)
+    assert again == whole
+    restored.load_state_dict(kept)
+    redrawn = sampler(restored)  # without the checkpoint's batches, the later record chooses other questions
+    assert run(redrawn, restored, 8, trained=3)[0][3:] != whole[3:]
+
+    later, plain = sampler(SelectionRecord()), sampler(SelectionRecord())
+    later.set_epoch(1)
+    plain.set_epoch(1)
+    later.resume_draws(draws)  # the checkpoint's epoch has ended: the new epoch starts from its own seed
+    assert list(later) == list(plain)
+
+
+def test_each_epoch_starts_the_selection_stream_from_the_seed_and_the_epoch():
+    qtypes = ["a"] * 6 + ["b"] * 6
+    one = StratifiedSampler(qtypes, mini_repeat_count=1, batch_size=4, repeat_count=1, seed=2)
+    first, second = list(one), list(one)
+    assert first != second  # the stream runs on when nothing sets the epoch
+    other = StratifiedSampler(qtypes, mini_repeat_count=1, batch_size=4, repeat_count=1, seed=2)
+    other.set_epoch(1)
+    one.set_epoch(1)
+    assert list(other) == list(one)  # a run resumed in epoch 1 orders it as the uninterrupted run did
+    one.set_epoch(0)
+    assert list(one) == first
+
+
+def test_a_run_resumed_with_informative_selection_trains_the_uninterrupted_runs_questions(
+        tmp_path, tiny_policy_path, tokenizer):
+    rows = [{"id": f"{t}{i}", "question": f"Question {t} {i}?", "golden_answers": ["x"], "metadata": {"type": t}}
+            for t in ("flat", "varied") for i in range(8)]
+    protocol = MiniProtocol()
+    seen: list[list[str]] = []
+
+    def reward_recording(prompts, completions, qtype, id, **kwargs):
+        seen.append(list(id))
+        return reward_by_type(prompts, completions, qtype)
+
+    def trainer(folder):
+        args = SearchGRPOConfig(output_dir=str(folder), per_device_train_batch_size=4, num_generations=2,
+                                max_completion_length=8, use_cpu=True, report_to="none", max_steps=4,
+                                save_strategy="steps", save_steps=1, prompt_selection="informative", seed=3)
+        return SearchGRPOTrainer(model=str(tiny_policy_path), reward_funcs=[reward_recording], args=args,
+                                 train_dataset=prompt_dataset(rows, protocol, tokenizer), retriever=FakeRetriever(),
+                                 protocol=protocol, processing_class=tokenizer)
+
+    trainer(tmp_path / "whole").train()
+    whole, seen[:] = list(seen), []
+    trainer(tmp_path / "resumed").train(resume_from_checkpoint=str(tmp_path / "whole" / "checkpoint-2"))
+    assert len(whole) == 4 and seen == whole[2:]

@@ -37,6 +37,7 @@ from torch.utils.data import Sampler
 PROMPT_SELECTIONS = ("uniform", "informative", "stratified")
 RECHECK_WEIGHT = 0.25  # a question last seen uninformative is drawn at a quarter of its type's weight
 STATE_FILE = "prompt_selection.json"
+DRAWS_FILE = "prompt_selection_draws.pt"  # the informative sampler's batches this epoch and its stream
 
 
 def indices_by_type(qtypes: Sequence[str]) -> dict[str, list[int]]:
@@ -101,13 +102,20 @@ class SelectionRecord:
 class _RepeatLayout(Sampler[int]):
     """TRL's RepeatSampler index layout for `questions` questions an epoch, cut into batches of `batch_size`: each
     question repeated `mini_repeat_count` times (its group), each batch repeated `repeat_count` times (its windows).
-    Subclasses choose the batches; `generator` (seeded by `seed`) is their one random stream."""
+    Subclasses choose the batches; `generator` (seeded by `seed`) is their one random stream.
+
+    The Trainer calls `set_epoch` before each epoch, which reseeds the stream with `seed + epoch`: a run resumed in
+    its third epoch then draws that epoch as the uninterrupted run did, without replaying the first two."""
 
     def __init__(self, questions: int, *, mini_repeat_count: int, batch_size: int, repeat_count: int,
                  seed: int) -> None:
-        self.questions = questions
+        self.questions, self.seed, self.epoch = questions, seed, 0
         self.mini_repeat_count, self.batch_size, self.repeat_count = mini_repeat_count, batch_size, repeat_count
         self.generator = torch.Generator().manual_seed(seed)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+        self.generator.manual_seed(self.seed + epoch)
 
     def __len__(self) -> int:
         return (self.questions // self.batch_size) * self.batch_size * self.mini_repeat_count * self.repeat_count
@@ -120,18 +128,43 @@ class _RepeatLayout(Sampler[int]):
 
 class InformativeSampler(_RepeatLayout):
     """TRL's RepeatSampler layout, with each batch's `batch_size` questions drawn by the record's weights (without
-    replacement within an epoch) at the moment the batch is needed."""
+    replacement within an epoch) at the moment the batch is needed.
+
+    A resumed run cannot redraw the batches its checkpoint had already drawn: they were drawn with the record as it
+    stood then, and the record comes back as it stood at the checkpoint. So `draw_state` keeps the epoch's batches
+    and the stream, and a sampler given it (`resume_draws`) hands out those batches again before drawing anew; the
+    Trainer skips the trained ones, and the batches drawn ahead of the checkpoint are the uninterrupted run's."""
 
     def __init__(self, ids: Sequence[str], qtypes: Sequence[str], record: SelectionRecord, *,
                  mini_repeat_count: int, batch_size: int, repeat_count: int, seed: int) -> None:
         super().__init__(len(ids), mini_repeat_count=mini_repeat_count, batch_size=batch_size,
                          repeat_count=repeat_count, seed=seed)
         self.ids, self.qtypes, self.record = list(ids), list(qtypes), record
+        self.drawn: list[list[int]] = []  # this epoch's batches so far, in order
+        self._replay: dict | None = None
+
+    def draw_state(self) -> dict:
+        """What a checkpoint keeps: the epoch, its batches drawn so far and the stream after them."""
+        return {"epoch": self.epoch, "chunks": [list(c) for c in self.drawn], "generator": self.generator.get_state()}
+
+    def resume_draws(self, state: dict) -> None:
+        """Hand out `state`'s batches again when its epoch is iterated, then draw on from its stream."""
+        self._replay = state
 
     def __iter__(self) -> Iterator[int]:
+        replay, self._replay = self._replay, None
+        if replay is not None and replay["epoch"] != self.epoch:
+            replay = None  # the checkpoint ended its epoch: this one starts from the epoch's seed
+        self.drawn = []
         unused = list(range(len(self.ids)))
-        for _ in range(len(self.ids) // self.batch_size):
-            chunk = self.record.draw(self.ids, self.qtypes, unused, self.batch_size, self.generator)
+        for b in range(len(self.ids) // self.batch_size):
+            if replay is not None and b == len(replay["chunks"]):
+                self.generator.set_state(replay["generator"])
+            if replay is not None and b < len(replay["chunks"]):
+                chunk = list(replay["chunks"][b])
+            else:
+                chunk = self.record.draw(self.ids, self.qtypes, unused, self.batch_size, self.generator)
+            self.drawn.append(chunk)
             taken = set(chunk)
             unused = [i for i in unused if i not in taken]
             yield from self._laid_out(chunk)
@@ -188,5 +221,5 @@ def draw_of_types(qtypes: Sequence[str], wanted: Sequence[str], n: int, generato
     return out
 
 
-__all__ = ["PROMPT_SELECTIONS", "RECHECK_WEIGHT", "InformativeSampler", "SelectionRecord", "StratifiedSampler",
+__all__ = ["DRAWS_FILE", "PROMPT_SELECTIONS", "RECHECK_WEIGHT", "InformativeSampler", "SelectionRecord", "StratifiedSampler",
            "draw_of_types"]

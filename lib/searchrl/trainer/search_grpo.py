@@ -60,6 +60,7 @@ from searchrl.trainer.memorization import (
 from searchrl.trainer.opener_advantage import centered_opener_advantages
 from searchrl.trainer.opener_anchor import OpenerAnchor
 from searchrl.trainer.prompt_selection import (
+    DRAWS_FILE,
     PROMPT_SELECTIONS,
     InformativeSampler,
     SelectionRecord,
@@ -246,6 +247,7 @@ class SearchGRPOTrainer(GRPOTrainer):
             trained, total = train_top_blocks(self.accelerator.unwrap_model(self.model), args.train_top_layers)
             print(f"train_top_layers {args.train_top_layers}: training {trained:,} of {total:,} weights")
         self.selection = SelectionRecord()  # which questions gave informative groups (prompt_selection)
+        self._informative_sampler: InformativeSampler | None = None
         self.memorizer: Memorizer | None = None
         self._memorization_candidates: list = []  # this generation batch's correct searched rollouts
         self._memorization_chunks: list[dict] = []  # one rewrite batch (or None) per micro-batch of it
@@ -293,10 +295,11 @@ class SearchGRPOTrainer(GRPOTrainer):
                 batch_size=self.args.generation_batch_size // self.num_generations,
                 repeat_count=self.num_iterations * self.args.steps_per_generation, seed=self.args.seed,
                 type_weights=self.args.stratified_type_weights)
-        return InformativeSampler(
+        self._informative_sampler = InformativeSampler(  # kept: checkpoints save the batches it has drawn
             dataset["id"], dataset["qtype"], self.selection, mini_repeat_count=self.num_generations,
             batch_size=self.args.generation_batch_size // self.num_generations,
             repeat_count=self.num_iterations * self.args.steps_per_generation, seed=self.args.seed)
+        return self._informative_sampler
 
     def _resolve_reward(self, reward):
         if isinstance(reward, str):
@@ -727,7 +730,7 @@ class SearchGRPOTrainer(GRPOTrainer):
         return advantages
 
     # ---- checkpoints: the Trainer saves and restores neither the critic (not part of self.model), nor the
-    # ---- prompt-selection record, nor the extra draws' random stream (a generator of this trainer's own)
+    # ---- prompt-selection record and the batches drawn with it, nor the extra draws' random stream
 
     def _save_checkpoint(self, model, trial):
         # Override (TRL 1.16 uses this hook for its own extra state): write checkpoint-N/critic/ before super(), so
@@ -743,6 +746,9 @@ class SearchGRPOTrainer(GRPOTrainer):
         if self.args.prompt_selection == "informative" and self.args.should_save:
             os.makedirs(folder, exist_ok=True)
             self.selection.save(folder)
+            sampler = self._informative_sampler
+            if sampler is not None:
+                torch.save(sampler.draw_state(), os.path.join(folder, DRAWS_FILE))
         if self.args.should_save:
             save_draw_stream(getattr(self, "_refill_generator", None), folder)
         super()._save_checkpoint(model, trial)
@@ -766,6 +772,10 @@ class SearchGRPOTrainer(GRPOTrainer):
         super()._load_optimizer_and_scheduler(checkpoint)
         if checkpoint is not None and self.args.prompt_selection == "informative" and not self.selection.load(checkpoint):
             warnings.warn(f"{checkpoint} has no prompt-selection record: informative selection starts afresh")
+        draws = None if checkpoint is None else os.path.join(checkpoint, DRAWS_FILE)
+        sampler = self._informative_sampler
+        if sampler is not None and draws is not None and os.path.exists(draws):
+            sampler.resume_draws(torch.load(draws, weights_only=True))
         if checkpoint is not None:
             self._refill_generator = load_draw_stream(checkpoint)  # None: no extra draw yet, _draw_questions seeds it
         if self.critic is None or checkpoint is None:
