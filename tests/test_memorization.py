@@ -15,14 +15,18 @@ from fakes import FakeRetriever, ScriptedGenerator
 from searchrl.config import RunConfig
 from searchrl.protocols import get_protocol
 from searchrl.protocols.r1_searcher_pp import R1SearcherPPProtocol
+from searchrl.retrieval.base import Doc
 from searchrl.rollout import RolloutConfig, SearchRollout
 from searchrl.trainer import SearchGRPOConfig, SearchGRPOTrainer, prompt_dataset
 from searchrl.trainer.arguments import grpo_args
 from searchrl.trainer.memorization import (
+    Candidate,
     MemorizationConfig,
     MemorizationExample,
     answer_checker,
+    best_sentence,
     check_rewrite,
+    extractive_rewrite,
     masked_nll,
     memorization_batch,
     memorization_nll,
@@ -210,6 +214,46 @@ def test_nll_gradient_reaches_only_the_rewritten_completion_tokens(tiny_policy, 
     assert torch.allclose(fast_total, full_total, rtol=1e-5)
 
 
+# ---- the extractive rewrite ---------------------------------------------------------------------------------------
+
+
+def two_search_rollout(first_reading="Vezine Dellir was born in Tebravend. Now its country. "):
+    born = [Doc("a", "Vezine Dellir", "Vezine Dellir was born in the year 1871. Vezine Dellir was born in Tebravend."),
+            Doc("b", "Rina Dellir", "Bo Dellir was the father of Rina Dellir.")]
+    country = [Doc("c", "Tebravend", "Tebravend lies in the hills."), Doc("d", "Kavonia", "Tebravend is located in Kavonia.")]
+    return [("I need her birthplace. <|begin_external_search|>Where was Vezine Dellir born<|end_external_search|>", True),
+            (PP.format_observation(born), False),
+            (first_reading + "<|begin_external_search|>Tebravend country<|end_external_search|>", True),
+            (PP.format_observation(country), False),
+            ("So the answer is \\boxed{Kavonia}.", True)]
+
+
+def test_the_extractive_rewrite_puts_the_sentence_each_search_found_in_an_internal_span():
+    cand = Candidate([1], "In which country was Vezine Dellir born?", ["Kavonia"], "", "Kavonia", two_search_rollout())
+    text = extractive_rewrite(cand, PP)
+    # The first search's sentence is the one the rollout went on to use (not the first that matches the query);
+    # the last one's is the sentence that states the final answer; the titles and numbering are gone.
+    assert text == ("I need her birthplace. <|begin_internal_answer|>Vezine Dellir was born in Tebravend."
+                    "<|end_internal_answer|> Vezine Dellir was born in Tebravend. Now its country. "
+                    "<|begin_internal_answer|>Tebravend is located in Kavonia.<|end_internal_answer|> "
+                    "So the answer is \\boxed{Kavonia}.")
+    assert check_rewrite(text, True, ["Kavonia"], PP, IS_CORRECT) is None
+    # A title the text does not begin with is still dropped when the sentence names it again.
+    body = PP.format_observation([Doc("b", "Rina Dellir", "Bo Dellir was the father of Rina Dellir.")])
+    assert best_sentence(body, "Who was the father of Rina Dellir") == "Bo Dellir was the father of Rina Dellir."
+
+
+def test_the_extractive_rewrite_drops_empty_results_and_keeps_a_fake_block_for_the_check_to_reject():
+    segments = two_search_rollout()
+    segments[1] = (PP.format_observation([]), False)  # the first search found nothing
+    text = extractive_rewrite(Candidate([1], "q", ["Kavonia"], "", "Kavonia", segments), PP)
+    assert text.count(PP.internal_open) == 1 and PP.no_docs_text not in text
+    assert check_rewrite(text, True, ["Kavonia"], PP, IS_CORRECT) is None
+    faked = two_search_rollout("<|begin_search_result|>Kavonia is great.<|end_search_result|> ")
+    text = extractive_rewrite(Candidate([1], "q", ["Kavonia"], "", "Kavonia", faked), PP)
+    assert check_rewrite(text, True, ["Kavonia"], PP, IS_CORRECT) == "contains a search or search-result tag"
+
+
 # ---- the trainer -----------------------------------------------------------------------------------------------------
 
 QUESTION = "When was Entity1 founded?"
@@ -379,3 +423,13 @@ def test_memorization_needs_a_protocol_with_internal_answers(tmp_path, tiny_poli
         SearchGRPOTrainer(model=str(tiny_policy_path), reward_funcs=[varied_reward], args=args,
                           train_dataset=prompt_dataset(rows, search_r1, tokenizer), retriever=FakeRetriever(),
                           protocol=search_r1, processing_class=tokenizer)
+
+
+def test_the_extractive_rewriter_keeps_rewrites_without_a_rewrite_model(tmp_path, tiny_policy_path, tokenizer):
+    trainer, _ = make_trainer(tmp_path, tiny_policy_path, tokenizer, coef=0.1, max_steps=1, rewrite_model="extractive")
+    trainer.train()
+    assert trainer._rewriter is None  # no model was loaded or asked
+    entry = next(e for e in trainer.state.log_history if "memorization/rewrites_tried" in e)
+    # Rollouts 0 and 3 searched and answered 1901; each result became an internal span that passes the check.
+    assert entry["memorization/rewrites_tried"] == 2.0 and entry["memorization/rewrites_kept"] == 2.0
+    assert math.isfinite(entry["memorization/nll"]) and entry["memorization/nll"] > 0

@@ -10,6 +10,10 @@ added to the RL loss with weight mu in the same optimizer step (eq. 9): L = -J_M
 Choices the paper leaves open, made here:
 - The rewrite model is any local causal LM; by default the policy itself (current weights, greedy, no gradient).
   The paper fine-tunes a separate rewriter first; a path in `rewrite_model` loads such a model instead.
+  `rewrite_model: extractive` writes no text at all: it keeps the rollout's own reasoning and puts, where each search
+  and its result stood, the retrieved sentence that best answers that query inside an internal-answer span. A small
+  policy (SmolLM2-135M on a CPU) cannot follow the rewrite prompt, so without it the loss never has a rewrite to
+  train on; the extractive rewrite is what a faithful rewriter would write for one-fact-per-search questions.
 - T is built from the current step's rollouts only (no buffer across steps), so L_M trains on what was just found.
 - The retrieved documents are read from the tokens the rollout engine appended (its env mask), not from the decoded
   text, so a model that writes its own fake result block cannot pass that off as knowledge.
@@ -19,8 +23,9 @@ Choices the paper leaves open, made here:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
@@ -38,7 +43,9 @@ class MemorizationConfig:
     memorization_coef: float = 0.0
     """mu of eq. 9: weight of the rewrite NLL added to the RL loss (0: off; the paper uses 0.1)."""
     rewrite_model: str = ""
-    """The model that rewrites searched rollouts as internal reasoning: a model name or folder ("": the policy)."""
+    """The model that rewrites searched rollouts as internal reasoning: a model name or folder ("": the policy), or
+    "extractive": each search and its result replaced by the best-matching retrieved sentence in an internal-answer
+    span, the rollout's own reasoning kept (no model; for policies too small to follow the rewrite prompt)."""
     rewrite_max_new_tokens: int = 512
     """Most tokens one rewrite may generate; a rewrite cut off by this limit is rejected."""
     rewrite_batch_size: int = 8
@@ -130,17 +137,96 @@ def retrieved_documents(observations: Sequence[str], protocol: SearchProtocol, n
     return "\n".join(blocks)
 
 
+def rollout_segments(completion_ids: Sequence[int], env_mask: Sequence[int], tokenizer) -> list[tuple[str, bool]]:
+    """One completion as decoded runs of (text, model-written): env_mask 1 runs the model sampled, 0 runs the rollout
+    engine appended (observations)."""
+    runs: list[tuple[list[int], bool]] = []
+    for token, sampled in zip(completion_ids, env_mask, strict=True):
+        if not runs or runs[-1][1] != bool(sampled):
+            runs.append(([], bool(sampled)))
+        runs[-1][0].append(token)
+    return [(tokenizer.decode(ids, skip_special_tokens=True), sampled) for ids, sampled in runs]
+
+
 def observation_texts(completion_ids: Sequence[int], env_mask: Sequence[int], tokenizer) -> list[str]:
     """The decoded runs of environment-appended tokens (env_mask 0) of one completion, in order."""
-    runs: list[list[int]] = []
-    previous = 1
-    for token, sampled in zip(completion_ids, env_mask, strict=True):
-        if not sampled:
-            if previous:
-                runs.append([])
-            runs[-1].append(token)
-        previous = sampled
-    return [tokenizer.decode(run, skip_special_tokens=True) for run in runs]
+    return [text for text, sampled in rollout_segments(completion_ids, env_mask, tokenizer) if not sampled]
+
+
+# ---- the extractive rewrite (rewrite_model: extractive) -----------------------------------------------------------
+
+EXTRACTIVE = "extractive"
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(("the", "a", "an", "of", "in", "on", "at", "to", "is", "was", "were", "who", "what", "where", "when",
+                   "which", "how", "did", "does", "do", "by", "for", "and", "or", "from", "with", "as", "its", "it",
+                   "his", "her", "their", "this", "that", "be"))
+
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if w not in _STOP}
+
+
+def _without_title(sentence: str) -> str:
+    """A document's first sentence without the title the layout "(k)Title text" puts before it, found as the longest
+    run of leading words (at most 8) that the sentence names again later: "Ann Lee Ann Lee was born in 1871." and
+    "Ann Lee Bo Lee was the father of Ann Lee." lose "Ann Lee". A title the sentence never names again stays."""
+    words = sentence.split()
+    bare = [w.strip(".,;:!?\"'()").lower() for w in words]  # "Lee." names "Lee" again
+    for k in range(min(8, len(words) // 2), 0, -1):
+        if any(bare[j:j + k] == bare[:k] for j in range(k, len(words) - k + 1)):
+            return " ".join(words[k:])
+    return sentence
+
+
+def _document_sentences(body: str) -> list[str]:
+    """The sentences of an observation body, without the "(k)" numbering and the documents' titles."""
+    sentences = []
+    for doc in re.split(r"(?:^|\n)\s*\(\d+\)", body):
+        parts = [s.strip() for s in re.split(r"(?<=[.!?])\s+", " ".join(doc.split())) if s.strip()]
+        sentences += [_without_title(parts[0]), *parts[1:]] if parts else []
+    return sentences
+
+
+def best_sentence(body: str, query: str, answer: str = "", reading: str = "") -> str | None:
+    """The sentence of an observation that best answers `query`: most content words shared with it, half a point for
+    each shared with `reading` (what the rollout wrote after the observation, which names what it took from it), and,
+    when `answer` is given, one that states the answer before any that does not (first on ties; None: none)."""
+    wanted, used, answer = _content_words(query), _content_words(reading), answer.strip().lower()
+    best, best_score = None, -1.0
+    for sentence in _document_sentences(body):
+        words = _content_words(sentence)
+        score = len(wanted & words) + 0.5 * len(used & words) + (100.0 if answer and answer in sentence.lower() else 0.0)
+        if score > best_score:
+            best, best_score = sentence, score
+    return best
+
+
+def extractive_rewrite(candidate: Candidate, protocol: SearchProtocol, notices: Sequence[str] = ()) -> str:
+    """The rollout rewritten without searching: its model-written text kept, each query it closed removed, and each
+    observation the engine appended replaced by an internal-answer span holding the sentence that best answers that
+    query and that the rollout went on to use (the last one: the sentence stating the final answer, if one does). Observations that held no document
+    (nothing found, a budget notice) are dropped. A fake result block the model wrote itself stays in the text, so
+    `check_rewrite` rejects the rewrite."""
+    skip = {protocol.no_docs_text.strip(), *(n.strip() for n in notices)}
+    segments = candidate.segments
+    observed = [i for i, (_, sampled) in enumerate(segments) if not sampled]
+    out, query = [], ""
+    for i, (text, sampled) in enumerate(segments):
+        if sampled:
+            start = text.rfind(protocol.query_open)
+            if start >= 0 and i + 1 < len(segments) and not segments[i + 1][1]:  # the query this observation answers
+                query = text[start + len(protocol.query_open):].replace(protocol.query_close, "")
+                text = text[:start]
+            out.append(text)
+            continue
+        body = text.replace(protocol.obs_open, "").replace(protocol.obs_close, "").strip()
+        if not body or body in skip:
+            continue
+        reading = segments[i + 1][0].split(protocol.query_open)[0] if i + 1 < len(segments) else ""
+        sentence = best_sentence(body, query, candidate.answer if i == observed[-1] else "", reading)
+        if sentence:
+            out.append(f" {protocol.internal_open}{sentence}{protocol.internal_close} ")
+    return re.sub(r"[ \t]+", " ", "".join(out)).strip()
 
 
 # ---- which rollouts are rewritten, and which rewrites are kept ----------------------------------------------------
@@ -169,6 +255,8 @@ class Candidate:
     question: str
     golden_answers: list[str]
     documents: str  # what the rollout retrieved, as plain text
+    answer: str = ""  # the rollout's (correct) final answer
+    segments: list[tuple[str, bool]] = field(default_factory=list)  # its text as (piece, model-written) runs
 
 
 def rewrite_candidate(prompt_ids: list[int], completion: str, row: Mapping[str, Any], protocol: SearchProtocol,
@@ -186,9 +274,11 @@ def rewrite_candidate(prompt_ids: list[int], completion: str, row: Mapping[str, 
         return None
     golden = row["golden_answers"]
     golden = [golden] if isinstance(golden, str) else list(golden)
-    if not is_correct(protocol.parse(completion).answer, golden):
+    answer = protocol.parse(completion).answer
+    if not is_correct(answer, golden):
         return None
-    return Candidate(list(prompt_ids), str(row["question"]), golden, str(row["retrieved_text"]))
+    segments = [(str(text), bool(sampled)) for text, sampled in row.get("rollout_segments") or []]
+    return Candidate(list(prompt_ids), str(row["question"]), golden, str(row["retrieved_text"]), str(answer), segments)
 
 
 def check_rewrite(text: str, finished: bool, golden_answers: Sequence[str], protocol: SearchProtocol,
@@ -343,18 +433,19 @@ def split_round_robin(items: Sequence[Any], parts: int) -> list[list[Any]]:
 class Memorizer:
     """Rewrites candidates, checks the rewrites and tokenises the kept ones for the policy.
 
-    `rewriter` is any callable `prompts -> [(text, finished)]` (a `Rewriter` over the policy or another model);
-    `tokenizer` is the policy's.
+    `rewriter` is any callable `prompts -> [(text, finished)]` (a `Rewriter` over the policy or another model),
+    unused with `rewrite_model: extractive`; `tokenizer` is the policy's.
     """
 
     def __init__(self, config: MemorizationConfig, protocol: SearchProtocol, tokenizer,
-                 rewriter: Callable[[list[str]], list[tuple[str, bool]]]) -> None:
+                 rewriter: Callable[[list[str]], list[tuple[str, bool]]], notices: Sequence[str] = ()) -> None:
         for tag in ("internal_open", "internal_close"):
             if not getattr(protocol, tag, None):
                 raise ValueError(f"memorization rewrites rollouts into internal-answer spans, which the protocol "
                                  f"{protocol.name!r} does not have; use it with r1_searcher_pp or set "
                                  "memorization_coef=0")
         self.config, self.protocol, self.tokenizer, self.rewriter = config, protocol, tokenizer, rewriter
+        self.notices = tuple(notices)  # engine texts that are not documents (the search-budget notice)
         self.is_correct = answer_checker(protocol)
 
     def candidate(self, prompt_ids: list[int], completion: str, row: Mapping[str, Any]) -> Candidate | None:
@@ -368,7 +459,10 @@ class Memorizer:
         tried = list(candidates[:cap] if cap else candidates)
         if not tried:
             return [], []
-        outputs = self.rewriter([rewrite_prompt(self.protocol, c.question, c.documents) for c in tried])
+        if self.config.rewrite_model == EXTRACTIVE:
+            outputs = [(extractive_rewrite(c, self.protocol, self.notices), True) for c in tried]
+        else:
+            outputs = self.rewriter([rewrite_prompt(self.protocol, c.question, c.documents) for c in tried])
         if len(outputs) != len(tried):
             raise RuntimeError(f"the rewriter returned {len(outputs)} rewrites for {len(tried)} prompts")
         examples, reasons = [], []
@@ -394,6 +488,7 @@ def load_rewriter(config: MemorizationConfig, policy, policy_tokenizer, device) 
 
 
 __all__ = [
+    "EXTRACTIVE",
     "REWRITE_TEMPLATE",
     "Candidate",
     "MemorizationConfig",
@@ -401,7 +496,9 @@ __all__ = [
     "Memorizer",
     "Rewriter",
     "answer_checker",
+    "best_sentence",
     "check_rewrite",
+    "extractive_rewrite",
     "load_rewriter",
     "masked_nll",
     "memorization_batch",
@@ -411,6 +508,7 @@ __all__ = [
     "retrieved_documents",
     "rewrite_candidate",
     "rewrite_prompt",
+    "rollout_segments",
     "split_round_robin",
     "tokenize_rewrite",
 ]

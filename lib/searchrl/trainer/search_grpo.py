@@ -53,8 +53,8 @@ from searchrl.trainer.memorization import (
     load_rewriter,
     memorization_batch,
     memorization_nll,
-    observation_texts,
     retrieved_documents,
+    rollout_segments,
     split_round_robin,
 )
 from searchrl.trainer.opener_advantage import centered_opener_advantages
@@ -253,7 +253,8 @@ class SearchGRPOTrainer(GRPOTrainer):
         self._memorization_chunks: list[dict] = []  # one rewrite batch (or None) per micro-batch of it
         self._memorization_scale = 1.0
         if args.memorization.memorization_on:
-            self.memorizer = Memorizer(args.memorization, protocol, self.processing_class, self._rewrite)
+            self.memorizer = Memorizer(args.memorization, protocol, self.processing_class, self._rewrite,
+                                       notices=[args.rollout.budget_notice])
             self._rewriter = None
         # Told what a training step is doing ("rollouts: turn 2 of 4, ...", "update"), for a progress bar: on a CPU
         # one step can take many minutes (searchrl.progress.attach_stage_bar sets it).
@@ -361,9 +362,11 @@ class SearchGRPOTrainer(GRPOTrainer):
         extra = {}
         if self.memorizer is not None:  # the documents each rollout retrieved, read where the engine appended them
             notices = [self.args.rollout.budget_notice]
+            segments = [rollout_segments(t.completion_ids, t.env_mask, self.processing_class) for t in trajs]
             extra["retrieved_text"] = [
-                retrieved_documents(observation_texts(t.completion_ids, t.env_mask, self.processing_class),
-                                    self.protocol, notices) for t in trajs]
+                retrieved_documents([text for text, sampled in runs if not sampled], self.protocol, notices)
+                for runs in segments]
+            extra["rollout_segments"] = segments  # what the extractive rewrite rebuilds the rollout from
         return {**extra,
             "prompt_ids": [t.prompt_ids for t in trajs],
             "completion_ids": [t.completion_ids for t in trajs],
