@@ -17,6 +17,7 @@ from searchrl.protocols import get_protocol
 from searchrl.protocols.r1_searcher_pp import R1SearcherPPProtocol
 from searchrl.retrieval.base import Doc
 from searchrl.rollout import RolloutConfig, SearchRollout
+from searchrl.rollout.engine import EMPTY_QUERY_NOTICE, engine_notices
 from searchrl.trainer import SearchGRPOConfig, SearchGRPOTrainer, prompt_dataset
 from searchrl.trainer.arguments import grpo_args
 from searchrl.trainer.memorization import (
@@ -244,11 +245,14 @@ def test_the_extractive_rewrite_puts_the_sentence_each_search_found_in_an_intern
 
 
 def test_the_extractive_rewrite_drops_empty_results_and_keeps_a_fake_block_for_the_check_to_reject():
-    segments = two_search_rollout()
-    segments[1] = (PP.format_observation([]), False)  # the first search found nothing
-    text = extractive_rewrite(Candidate([1], "q", ["Kavonia"], "", "Kavonia", segments), PP)
-    assert text.count(PP.internal_open) == 1 and PP.no_docs_text not in text
-    assert check_rewrite(text, True, ["Kavonia"], PP, IS_CORRECT) is None
+    notices = engine_notices(ROLLOUT)
+    for nothing in (PP.format_observation([]), PP.invalid_query_observation(EMPTY_QUERY_NOTICE)):
+        segments = two_search_rollout()
+        segments[1] = (nothing, False)  # the first search found nothing, or searched nothing
+        text = extractive_rewrite(Candidate([1], "q", ["Kavonia"], "", "Kavonia", segments), PP, notices)
+        assert text.count(PP.internal_open) == 1 and PP.no_docs_text not in text and EMPTY_QUERY_NOTICE not in text
+        assert check_rewrite(text, True, ["Kavonia"], PP, IS_CORRECT) is None
+        assert retrieved_documents([nothing], PP, notices) == ""  # nor is it shown to a rewrite model
     faked = two_search_rollout("<|begin_search_result|>Kavonia is great.<|end_search_result|> ")
     text = extractive_rewrite(Candidate([1], "q", ["Kavonia"], "", "Kavonia", faked), PP)
     assert check_rewrite(text, True, ["Kavonia"], PP, IS_CORRECT) == "contains a search or search-result tag"

@@ -36,6 +36,15 @@ from searchrl.rollout.base import RolloutConfig, TurnGenerator, first_stop_end, 
 # The observation in place of documents when the retriever stayed down: it names the failure, so that it is not
 # mistaken for (or trained as) a search that found nothing.
 SEARCH_FAILED_NOTICE = "Search failed: the search engine did not answer. Answer with what you know."
+EMPTY_QUERY_NOTICE = "Empty query: nothing searched."
+LONG_QUERY_NOTICE = "Query longer than {chars} characters."
+
+
+def engine_notices(cfg: RolloutConfig) -> tuple[str, ...]:
+    """Every observation text the engine writes in place of documents under `cfg`: what a reader of observations
+    (the memorization loss) must not take for retrieved knowledge."""
+    return (cfg.budget_notice, EMPTY_QUERY_NOTICE, LONG_QUERY_NOTICE.format(chars=cfg.max_query_chars),
+            SEARCH_FAILED_NOTICE)
 
 
 @dataclass
@@ -226,11 +235,11 @@ class SearchRollout:
             self._append_observation(traj, self.protocol.invalid_query_observation(cfg.budget_notice))
         elif not query.strip():
             traj.invalid_queries += 1
-            self._append_observation(traj, self.protocol.invalid_query_observation("Empty query: nothing searched."))
+            self._append_observation(traj, self.protocol.invalid_query_observation(EMPTY_QUERY_NOTICE))
         elif len(query) > cfg.max_query_chars:
             traj.invalid_queries += 1
             self._append_observation(
-                traj, self.protocol.invalid_query_observation(f"Query longer than {cfg.max_query_chars} characters.")
+                traj, self.protocol.invalid_query_observation(LONG_QUERY_NOTICE.format(chars=cfg.max_query_chars))
             )
         else:
             pending.append((traj, query.strip()))

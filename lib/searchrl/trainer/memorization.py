@@ -204,9 +204,9 @@ def best_sentence(body: str, query: str, answer: str = "", reading: str = "") ->
 def extractive_rewrite(candidate: Candidate, protocol: SearchProtocol, notices: Sequence[str] = ()) -> str:
     """The rollout rewritten without searching: its model-written text kept, each query it closed removed, and each
     observation the engine appended replaced by an internal-answer span holding the sentence that best answers that
-    query and that the rollout went on to use (the last one: the sentence stating the final answer, if one does). Observations that held no document
-    (nothing found, a budget notice) are dropped. A fake result block the model wrote itself stays in the text, so
-    `check_rewrite` rejects the rewrite."""
+    query and that the rollout went on to use (the last one: the sentence stating the final answer, if one does).
+    Observations that held no document (nothing found, or one of `notices`: `rollout.engine.engine_notices`) are
+    dropped. A fake result block the model wrote itself stays in the text, so `check_rewrite` rejects the rewrite."""
     skip = {protocol.no_docs_text.strip(), *(n.strip() for n in notices)}
     segments = candidate.segments
     observed = [i for i, (_, sampled) in enumerate(segments) if not sampled]

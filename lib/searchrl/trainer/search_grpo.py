@@ -31,6 +31,7 @@ from searchrl.progress import update_phase
 from searchrl.protocols.base import SearchProtocol
 from searchrl.quiet import silence_known_warnings
 from searchrl.rollout import HFTurnGenerator, RolloutConfig, SearchRollout, VLLMTurnGenerator, summarize
+from searchrl.rollout.engine import engine_notices
 from searchrl.rundir import checkpoint_space_problem
 from searchrl.trainer.across_processes import mean_over_processes
 from searchrl.trainer.advantages import ADVANTAGE_ESTIMATORS, AdvantageInputs, gae_advantages
@@ -254,7 +255,7 @@ class SearchGRPOTrainer(GRPOTrainer):
         self._memorization_scale = 1.0
         if args.memorization.memorization_on:
             self.memorizer = Memorizer(args.memorization, protocol, self.processing_class, self._rewrite,
-                                       notices=[args.rollout.budget_notice])
+                                       notices=engine_notices(args.rollout))
             self._rewriter = None
         # Told what a training step is doing ("rollouts: turn 2 of 4, ...", "update"), for a progress bar: on a CPU
         # one step can take many minutes (searchrl.progress.attach_stage_bar sets it).
@@ -361,7 +362,7 @@ class SearchGRPOTrainer(GRPOTrainer):
         env_mask = [t.env_mask if self.args.mask_retrieved else _only_forced_masked(t) for t in trajs]
         extra = {}
         if self.memorizer is not None:  # the documents each rollout retrieved, read where the engine appended them
-            notices = [self.args.rollout.budget_notice]
+            notices = engine_notices(self.args.rollout)
             segments = [rollout_segments(t.completion_ids, t.env_mask, self.processing_class) for t in trajs]
             extra["retrieved_text"] = [
                 retrieved_documents([text for text, sampled in runs if not sampled], self.protocol, notices)
