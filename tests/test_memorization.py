@@ -221,19 +221,22 @@ def test_nll_gradient_reaches_only_the_rewritten_completion_tokens(tiny_policy, 
 def two_search_rollout(first_reading="Vezine Dellir was born in Tebravend. Now its country. "):
     born = [Doc("a", "Vezine Dellir", "Vezine Dellir was born in the year 1871. Vezine Dellir was born in Tebravend."),
             Doc("b", "Rina Dellir", "Bo Dellir was the father of Rina Dellir.")]
-    country = [Doc("c", "Tebravend", "Tebravend lies in the hills."), Doc("d", "Kavonia", "Tebravend is located in Kavonia.")]
-    return [("I need her birthplace. <|begin_external_search|>Where was Vezine Dellir born<|end_external_search|>", True),
+    country = [Doc("c", "Tebravend", "Tebravend lies in the hills."),
+               Doc("d", "Kavonia", "Tebravend is located in Kavonia.")]
+    first = "I need her birthplace. I will search for it. <|begin_external_search|>Where was Vezine Dellir born"
+    return [(first + "<|end_external_search|>", True),
             (PP.format_observation(born), False),
             (first_reading + "<|begin_external_search|>Tebravend country<|end_external_search|>", True),
             (PP.format_observation(country), False),
-            ("So the answer is \\boxed{Kavonia}.", True)]
+            ("The results say Kavonia. So the answer is \\boxed{Kavonia}.", True)]
 
 
 def test_the_extractive_rewrite_puts_the_sentence_each_search_found_in_an_internal_span():
     cand = Candidate([1], "In which country was Vezine Dellir born?", ["Kavonia"], "", "Kavonia", two_search_rollout())
     text = extractive_rewrite(cand, PP)
     # The first search's sentence is the one the rollout went on to use (not the first that matches the query);
-    # the last one's is the sentence that states the final answer; the titles and numbering are gone.
+    # the last one's is the sentence that states the final answer; the titles and numbering are gone, and so are
+    # the rollout's sentences about searching.
     assert text == ("I need her birthplace. <|begin_internal_answer|>Vezine Dellir was born in Tebravend."
                     "<|end_internal_answer|> Vezine Dellir was born in Tebravend. Now its country. "
                     "<|begin_internal_answer|>Tebravend is located in Kavonia.<|end_internal_answer|> "

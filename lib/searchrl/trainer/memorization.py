@@ -201,11 +201,24 @@ def best_sentence(body: str, query: str, answer: str = "", reading: str = "") ->
     return best
 
 
+# A sentence of the rollout's own text that speaks of searching ("I will search for...", "The results say...") has
+# no place in reasoning from memory; the extractive rewrite leaves it out.
+_SEARCH_TALK = re.compile(r"\b(search\w*|results?|look(?:ing|ed)? (?:it |this |that )?up|quer(?:y|ies)|retriev\w*|"
+                          r"found|documents?|passages?|sources?)\b", re.IGNORECASE)
+
+
+def _without_search_talk(text: str, protocol: SearchProtocol) -> str:
+    """`text` without its sentences that speak of searching, but never one that holds the answer box."""
+    sentences = re.split(r"(?<=[.!?])(\s+)", text)
+    return "".join(s for s in sentences if protocol.answer_open in s or not _SEARCH_TALK.search(s))
+
+
 def extractive_rewrite(candidate: Candidate, protocol: SearchProtocol, notices: Sequence[str] = ()) -> str:
     """The rollout rewritten without searching: its model-written text kept, each query it closed removed, and each
     observation the engine appended replaced by an internal-answer span holding the sentence that best answers that
     query and that the rollout went on to use (the last one: the sentence stating the final answer, if one does).
-    Observations that held no document (nothing found, or one of `notices`: `rollout.engine.engine_notices`) are
+    Sentences that speak of searching ("I will search for...") are left out of the rollout's text, as a rewriter told
+    to reason from memory would. Observations that held no document (nothing found, or one of `notices`: `rollout.engine.engine_notices`) are
     dropped. A fake result block the model wrote itself stays in the text, so `check_rewrite` rejects the rewrite."""
     skip = {protocol.no_docs_text.strip(), *(n.strip() for n in notices)}
     segments = candidate.segments
@@ -217,7 +230,7 @@ def extractive_rewrite(candidate: Candidate, protocol: SearchProtocol, notices: 
             if start >= 0 and i + 1 < len(segments) and not segments[i + 1][1]:  # the query this observation answers
                 query = text[start + len(protocol.query_open):].replace(protocol.query_close, "")
                 text = text[:start]
-            out.append(text)
+            out.append(_without_search_talk(text, protocol))
             continue
         body = text.replace(protocol.obs_open, "").replace(protocol.obs_close, "").strip()
         if not body or body in skip:
