@@ -4,6 +4,7 @@ loss with the term off (unchanged) and on (RL loss + mu * NLL), and short traine
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 
 import pytest
@@ -440,3 +441,15 @@ def test_the_extractive_rewriter_keeps_rewrites_without_a_rewrite_model(tmp_path
     # Rollouts 0 and 3 searched and answered 1901; each result became an internal span that passes the check.
     assert entry["memorization/rewrites_tried"] == 2.0 and entry["memorization/rewrites_kept"] == 2.0
     assert math.isfinite(entry["memorization/nll"]) and entry["memorization/nll"] > 0
+
+
+def test_the_rollout_log_keeps_every_rewrite_tried_and_why_it_was_rejected(tmp_path, tiny_policy_path, tokenizer):
+    trainer, _ = make_trainer(tmp_path, tiny_policy_path, tokenizer, coef=0.1, max_steps=1, rewriter=FakeRewriter())
+    trainer.args.rollout_log_dir = str(tmp_path / "rollouts")
+    trainer.train()
+    rows = [json.loads(line) for line in (tmp_path / "rollouts" / "rewrites-0001.jsonl").read_text().splitlines()]
+    assert [(r["step"], r["kept"], r["rejected_because"]) for r in rows] == [
+        (1, True, None), (1, False, "contains a search or search-result tag")]
+    assert rows[0]["rewrite"] == GOOD and rows[0]["question"] == QUESTION
+    assert PP.obs_open in rows[0]["completion"]  # the rollout it rewrote, documents included
+    assert sorted(p.name for p in (tmp_path / "rollouts").iterdir()) == ["rewrites-0001.jsonl", "step-0001.jsonl"]

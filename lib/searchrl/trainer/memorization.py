@@ -459,6 +459,7 @@ class Memorizer:
                                  "memorization_coef=0")
         self.config, self.protocol, self.tokenizer, self.rewriter = config, protocol, tokenizer, rewriter
         self.notices = tuple(notices)  # engine texts that are not documents (the search-budget notice)
+        self.last_tried: list[tuple[Candidate, str, str | None]] = []
         self.is_correct = answer_checker(protocol)
 
     def candidate(self, prompt_ids: list[int], completion: str, row: Mapping[str, Any]) -> Candidate | None:
@@ -467,9 +468,11 @@ class Memorizer:
 
     def rewrite(self, candidates: Sequence[Candidate]) -> tuple[list[MemorizationExample], list[str | None]]:
         """The kept rewrites as training examples, and for every candidate tried why it was rejected (None: kept).
-        At most `max_rewrites_per_step` candidates are tried (the first ones)."""
+        At most `max_rewrites_per_step` candidates are tried (the first ones). `last_tried` then holds each tried
+        candidate with its rewrite text and that reason (what the rollout log writes)."""
         cap = self.config.max_rewrites_per_step
         tried = list(candidates[:cap] if cap else candidates)
+        self.last_tried: list[tuple[Candidate, str, str | None]] = []
         if not tried:
             return [], []
         if self.config.rewrite_model == EXTRACTIVE:
@@ -482,6 +485,7 @@ class Memorizer:
         for cand, (text, finished) in zip(tried, outputs, strict=True):
             reason = check_rewrite(text, finished, cand.golden_answers, self.protocol, self.is_correct)
             reasons.append(reason)
+            self.last_tried.append((cand, text, reason))
             if reason is None:
                 examples.append(tokenize_rewrite(cand.prompt_ids, text, self.tokenizer))
         return examples, reasons

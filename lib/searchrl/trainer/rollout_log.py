@@ -14,6 +14,9 @@ JSON Lines file per optimizer step, `step-NNNN.jsonl`, one line per rollout:
                        masked out); with dynamic sampling, the step then trains on the informative groups of its
                        draws, first drawn first, up to the batch size
 
+With the memorization loss on, `rewrites-NNNN.jsonl` holds every rewrite tried in that step: its question,
+golden_answers, the rollout it rewrote (`completion`), the `rewrite`, and `kept` with the check's `rejected_because`.
+
 A resumed run rewrites the files of the steps it repeats, so a step's file always holds one run of that step.
 """
 
@@ -32,23 +35,30 @@ class RolloutLog:
 
     def __init__(self, folder: str | Path):
         self.folder = Path(folder)
-        self._started: set[int] = set()
+        self._started: set[Path] = set()
         self._draws: dict[int, int] = {}
 
-    def path(self, step: int) -> Path:
-        return self.folder / f"step-{step:04d}.jsonl"
+    def path(self, step: int, kind: str = "step") -> Path:
+        return self.folder / f"{kind}-{step:04d}.jsonl"
 
     def write(self, step: int, rows: list[dict]) -> Path:
         """Write one scored batch of `step` (its draw number is counted here: 0 for the step's first batch)."""
         draw = self._draws.get(step, -1) + 1
         self._draws[step] = draw
+        return self._append(self.path(step), [{"step": step, "draw": draw, **row} for row in rows])
+
+    def write_rewrites(self, step: int, rows: list[dict]) -> Path:
+        """Write the memorization rewrites tried in `step` to `rewrites-NNNN.jsonl`."""
+        return self._append(self.path(step, "rewrites"), [{"step": step, **row} for row in rows])
+
+    def _append(self, path: Path, rows: list[dict]) -> Path:
         self.folder.mkdir(parents=True, exist_ok=True)
-        mode = "a" if step in self._started else "w"
-        self._started.add(step)
-        with self.path(step).open(mode, encoding="utf-8") as f:
+        mode = "a" if path in self._started else "w"  # this object's first write of a file replaces an older one
+        self._started.add(path)
+        with path.open(mode, encoding="utf-8") as f:
             for row in rows:
-                f.write(json.dumps({"step": step, "draw": draw, **row}, ensure_ascii=False, default=_plain) + "\n")
-        return self.path(step)
+                f.write(json.dumps(row, ensure_ascii=False, default=_plain) + "\n")
+        return path
 
 
 def read_rollouts(folder: str | Path) -> pd.DataFrame:

@@ -510,6 +510,7 @@ class SearchGRPOTrainer(GRPOTrainer):
                                                       device=device), reduction="sum")
         self._metrics["train"]["memorization/rewrites_tried"].append(counts[0].item())
         self._metrics["train"]["memorization/rewrites_kept"].append(counts[1].item())
+        self._log_rewrites()
         parts = self.args.steps_per_generation
         pad_id = self.processing_class.pad_token_id
         self._memorization_chunks = [memorization_batch(chunk, pad_id, device) if chunk else None
@@ -677,6 +678,19 @@ class SearchGRPOTrainer(GRPOTrainer):
         rows = [{"group": i // g, **row, "reward": float(rewards[i]),
                  "rewards": dict(zip(self.reward_func_names, per_func[i]))} for i, row in enumerate(everyone)]
         self._rollout_log.write(self.state.global_step + 1, rows)
+
+    def _log_rewrites(self) -> None:
+        """The memorization rewrites this process just tried, gathered, to the rollout log (`rollout_log_dir`)."""
+        if not self.args.rollout_log_dir:
+            return
+        local = [{"question": cand.question, "golden_answers": cand.golden_answers,
+                  "completion": "".join(text for text, _ in cand.segments), "rewrite": text, "kept": reason is None,
+                  "rejected_because": reason} for cand, text, reason in self.memorizer.last_tried]
+        everyone = gather_object(local)
+        if everyone and self.accelerator.is_main_process:
+            if getattr(self, "_rollout_log", None) is None:
+                self._rollout_log = RolloutLog(self.args.rollout_log_dir)
+            self._rollout_log.write_rewrites(self.state.global_step + 1, everyone)
 
     def _record_selection(self, rows: list[tuple[str, str]], rewards: torch.Tensor) -> None:
         """Note, per group of the gathered batch (its (id, qtype) `rows`), its question and whether its rewards
