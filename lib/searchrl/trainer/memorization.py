@@ -195,7 +195,8 @@ def best_sentence(body: str, query: str, answer: str = "", reading: str = "") ->
     best, best_score = None, -1.0
     for sentence in _document_sentences(body):
         words = _content_words(sentence)
-        score = len(wanted & words) + 0.5 * len(used & words) + (100.0 if answer and answer in sentence.lower() else 0.0)
+        states_answer = bool(answer) and answer in sentence.lower()
+        score = len(wanted & words) + 0.5 * len(used & words) + (100.0 if states_answer else 0.0)
         if score > best_score:
             best, best_score = sentence, score
     return best
@@ -218,8 +219,9 @@ def extractive_rewrite(candidate: Candidate, protocol: SearchProtocol, notices: 
     observation the engine appended replaced by an internal-answer span holding the sentence that best answers that
     query and that the rollout went on to use (the last one: the sentence stating the final answer, if one does).
     Sentences that speak of searching ("I will search for...") are left out of the rollout's text, as a rewriter told
-    to reason from memory would. Observations that held no document (nothing found, or one of `notices`: `rollout.engine.engine_notices`) are
-    dropped. A fake result block the model wrote itself stays in the text, so `check_rewrite` rejects the rewrite."""
+    to reason from memory would. Observations that held no document (nothing found, or one of `notices`:
+    `rollout.engine.engine_notices`) are dropped. A fake result block the model wrote itself stays in the text, so
+    `check_rewrite` rejects the rewrite."""
     skip = {protocol.no_docs_text.strip(), *(n.strip() for n in notices)}
     segments = candidate.segments
     observed = [i for i, (_, sampled) in enumerate(segments) if not sampled]

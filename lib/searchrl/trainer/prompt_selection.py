@@ -151,6 +151,18 @@ class InformativeSampler(_RepeatLayout):
         """Hand out `state`'s batches again when its epoch is iterated, then draw on from its stream."""
         self._replay = state
 
+    def save(self, folder: str | Path) -> None:
+        """Keep `draw_state` in checkpoint `folder` (beside the record's STATE_FILE)."""
+        torch.save(self.draw_state(), Path(folder) / DRAWS_FILE)
+
+    def load(self, folder: str | Path) -> bool:
+        """Resume from the draws checkpoint `folder` kept; False when it kept none."""
+        path = Path(folder) / DRAWS_FILE
+        if not path.exists():
+            return False
+        self.resume_draws(torch.load(path, weights_only=True))
+        return True
+
     def __iter__(self) -> Iterator[int]:
         replay, self._replay = self._replay, None
         if replay is not None and replay["epoch"] != self.epoch:
@@ -221,5 +233,5 @@ def draw_of_types(qtypes: Sequence[str], wanted: Sequence[str], n: int, generato
     return out
 
 
-__all__ = ["DRAWS_FILE", "PROMPT_SELECTIONS", "RECHECK_WEIGHT", "InformativeSampler", "SelectionRecord", "StratifiedSampler",
-           "draw_of_types"]
+__all__ = ["DRAWS_FILE", "PROMPT_SELECTIONS", "RECHECK_WEIGHT", "InformativeSampler", "SelectionRecord",
+           "StratifiedSampler", "draw_of_types"]

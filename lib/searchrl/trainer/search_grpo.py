@@ -61,7 +61,6 @@ from searchrl.trainer.memorization import (
 from searchrl.trainer.opener_advantage import centered_opener_advantages
 from searchrl.trainer.opener_anchor import OpenerAnchor
 from searchrl.trainer.prompt_selection import (
-    DRAWS_FILE,
     PROMPT_SELECTIONS,
     InformativeSampler,
     SelectionRecord,
@@ -249,6 +248,7 @@ class SearchGRPOTrainer(GRPOTrainer):
             print(f"train_top_layers {args.train_top_layers}: training {trained:,} of {total:,} weights")
         self.selection = SelectionRecord()  # which questions gave informative groups (prompt_selection)
         self._informative_sampler: InformativeSampler | None = None
+        self._opened_rollout_log: RolloutLog | None = None  # see _rollout_log
         self.memorizer: Memorizer | None = None
         self._memorization_candidates: list = []  # this generation batch's correct searched rollouts
         self._memorization_chunks: list[dict] = []  # one rewrite batch (or None) per micro-batch of it
@@ -657,8 +657,6 @@ class SearchGRPOTrainer(GRPOTrainer):
         """Every rollout of a scored training batch, gathered, to the rollout log (`rollout_log_dir`)."""
         if mode != "train" or not self.args.rollout_log_dir:
             return
-        if getattr(self, "_rollout_log", None) is None:
-            self._rollout_log = RolloutLog(self.args.rollout_log_dir)
         texts = self.processing_class.batch_decode(output["completion_ids"], skip_special_tokens=True)
         mask = output["completion_mask"] * output.get("tool_mask", torch.ones_like(output["completion_mask"]))
         advantages = mean_advantage(output["advantages"], mask)
@@ -677,7 +675,13 @@ class SearchGRPOTrainer(GRPOTrainer):
         g = self.num_generations
         rows = [{"group": i // g, **row, "reward": float(rewards[i]),
                  "rewards": dict(zip(self.reward_func_names, per_func[i]))} for i, row in enumerate(everyone)]
-        self._rollout_log.write(self.state.global_step + 1, rows)
+        self._rollout_log().write(self.state.global_step + 1, rows)
+
+    def _rollout_log(self) -> RolloutLog:
+        """The rollout log of `rollout_log_dir`, opened on first use (it remembers which step files it has begun)."""
+        if self._opened_rollout_log is None:
+            self._opened_rollout_log = RolloutLog(self.args.rollout_log_dir)
+        return self._opened_rollout_log
 
     def _log_rewrites(self) -> None:
         """The memorization rewrites this process just tried, gathered, to the rollout log (`rollout_log_dir`)."""
@@ -688,9 +692,7 @@ class SearchGRPOTrainer(GRPOTrainer):
                   "rejected_because": reason} for cand, text, reason in self.memorizer.last_tried]
         everyone = gather_object(local)
         if everyone and self.accelerator.is_main_process:
-            if getattr(self, "_rollout_log", None) is None:
-                self._rollout_log = RolloutLog(self.args.rollout_log_dir)
-            self._rollout_log.write_rewrites(self.state.global_step + 1, everyone)
+            self._rollout_log().write_rewrites(self.state.global_step + 1, everyone)
 
     def _record_selection(self, rows: list[tuple[str, str]], rewards: torch.Tensor) -> None:
         """Note, per group of the gathered batch (its (id, qtype) `rows`), its question and whether its rewards
@@ -764,9 +766,8 @@ class SearchGRPOTrainer(GRPOTrainer):
         if self.args.prompt_selection == "informative" and self.args.should_save:
             os.makedirs(folder, exist_ok=True)
             self.selection.save(folder)
-            sampler = self._informative_sampler
-            if sampler is not None:
-                torch.save(sampler.draw_state(), os.path.join(folder, DRAWS_FILE))
+            if self._informative_sampler is not None:
+                self._informative_sampler.save(folder)
         if self.args.should_save:
             save_draw_stream(getattr(self, "_refill_generator", None), folder)
         super()._save_checkpoint(model, trial)
@@ -790,10 +791,8 @@ class SearchGRPOTrainer(GRPOTrainer):
         super()._load_optimizer_and_scheduler(checkpoint)
         if checkpoint is not None and self.args.prompt_selection == "informative" and not self.selection.load(checkpoint):
             warnings.warn(f"{checkpoint} has no prompt-selection record: informative selection starts afresh")
-        draws = None if checkpoint is None else os.path.join(checkpoint, DRAWS_FILE)
-        sampler = self._informative_sampler
-        if sampler is not None and draws is not None and os.path.exists(draws):
-            sampler.resume_draws(torch.load(draws, weights_only=True))
+        if checkpoint is not None and self._informative_sampler is not None:
+            self._informative_sampler.load(checkpoint)  # none kept (an older checkpoint): draws anew, as before
         if checkpoint is not None:
             self._refill_generator = load_draw_stream(checkpoint)  # None: no extra draw yet, _draw_questions seeds it
         if self.critic is None or checkpoint is None:
