@@ -8,6 +8,7 @@ one of each notebook under an output root, so `report_runs: []` reports whatever
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -134,6 +135,7 @@ def markdown_table(frame: pd.DataFrame, index: bool = True) -> str:
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows[1:]])
 
 
+LABEL_WIDTH = 60  # characters a claim label is wrapped at
 VERDICT_COLOURS = {"reproduced": "tab:green", "opposite": "tab:red", "inconclusive": "tab:gray"}
 
 
@@ -148,10 +150,16 @@ def claims_figure(claims: pd.DataFrame):
     rows = claims.dropna(subset=["difference"]) if low and high else claims.iloc[0:0]
     if rows.empty:
         return None
-    fig = ReportFigure(figsize=(7.5, 0.9 + 0.45 * len(rows)), layout="constrained")
+    labels = []
+    for _, row in rows.iterrows():
+        warned = isinstance(row.get("warning"), str) and row["warning"].strip()
+        label = f"{row['notebook']}: {row['claim']} ({row['metric']}){' *' if warned else ''}"
+        labels.append(textwrap.fill(label, LABEL_WIDTH))
+    # the labels get their own width, so long claims do not squeeze the axis the intervals are read on
+    longest = max(len(line) for label in labels for line in label.splitlines())
+    fig = ReportFigure(figsize=(4.5 + 0.065 * longest, 0.9 + 0.55 * len(rows)), layout="constrained")
     ax = fig.subplots()
     y = list(range(len(rows)))[::-1]  # the first claim on top
-    labels = []
     for yi, (_, row) in zip(y, rows.iterrows()):
         diff = row["difference"]
         colour = VERDICT_COLOURS.get(str(row["verdict"]), "black")
@@ -159,14 +167,12 @@ def claims_figure(claims: pd.DataFrame):
         seeds = _per_seed(row.get("per seed"))
         if len(seeds) > 1:  # each seed's own difference: the spread between training runs the interval leaves out
             ax.plot(seeds, [yi - 0.22] * len(seeds), "|", color=colour, markersize=7, alpha=0.8, gid="seeds")
-        warned = isinstance(row.get("warning"), str) and row["warning"].strip()
-        labels.append(f"{row['notebook']}: {row['claim']} ({row['metric']}){' *' if warned else ''}")
     ax.set_yticks(y, labels, fontsize="small")
     ax.axvline(0, color="black", linewidth=0.8)
     ax.set_xlabel(f"better arm minus worse arm ({low.removesuffix(' low')} interval)")
     handles = [ax.plot([], [], "o", color=c, label=v)[0] for v, c in VERDICT_COLOURS.items()]
     handles.append(ax.plot([], [], "|", color="black", label="each seed")[0])
-    ax.legend(handles=handles, fontsize="x-small", loc="best")
+    fig.legend(handles=handles, fontsize="x-small", loc="outside lower center", ncols=len(handles))  # off the data
     ax.set_title("The papers' claims, measured here (* = see the warning column)", fontsize="medium")
     ax.grid(axis="x", alpha=0.3)
     return fig
