@@ -133,19 +133,39 @@ def _cells_containing(page, text: str):
     return page.locator(".jp-Notebook .jp-CodeCell").filter(has=page.locator(".jp-InputArea", has_text=text))
 
 
+def _accept_kernel_dialog(page) -> bool:
+    """JupyterLab sometimes asks which kernel to start although the notebook names it (Python 3 is preselected);
+    until someone answers, no kernel starts. True when such a dialog was answered."""
+    dialog = page.locator(".jp-Dialog")
+    if dialog.count() and "Select Kernel" in dialog.inner_text():
+        dialog.locator(".jp-mod-accept").click()
+        return True
+    return False
+
+
+def _wait_for_idle_kernel(page, timeout_s: float = 240) -> None:
+    """Wait for the kernel to report idle, answering a kernel dialog if one appears meanwhile. Generous: on two
+    loaded cores a kernel can take minutes to start."""
+    idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        _accept_kernel_dialog(page)
+        if idle.count():
+            return
+        page.wait_for_timeout(1000)
+    raise AssertionError(f"the kernel did not report idle within {timeout_s} s")
+
+
 def _run_all(page, attempts: int = 3) -> None:
     """Run > Run All Cells, as a person would. A click made while the kernel's connection is still being set up
     can be dropped without a trace (no cell starts), so the click is repeated until the first code cell starts."""
     from playwright.sync_api import expect
 
-    expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first).to_be_attached(
-        timeout=120_000)
+    _wait_for_idle_kernel(page)
     first_prompt = page.locator(".jp-Notebook .jp-CodeCell .jp-InputPrompt").first
     dialog = page.locator(".jp-Dialog")
     for _ in range(attempts):
-        if dialog.count() and "Select Kernel" in dialog.inner_text():
-            # JupyterLab sometimes asks although the notebook names its kernel; Python 3 is preselected.
-            dialog.locator(".jp-mod-accept").click()
+        if _accept_kernel_dialog(page):
             expect(dialog).to_have_count(0)
         elif dialog.count():
             raise AssertionError(f"JupyterLab shows a dialog instead of running: {dialog.inner_text()!r}")
