@@ -129,6 +129,35 @@ def test_the_cold_start_arm_evaluates_the_shared_cold_start_without_rl(tmp_path)
         Ablation(_cfg(tmp_path), {"em": {"cold_start_arm": True}}, seeds=[0], work=FakeWork(), run_dir=tmp_path / "x")
 
 
+def test_an_arm_can_start_from_another_arms_cold_start(tmp_path):
+    # f1 and r1s change the search budget, which the cold start reads; f1 starts from em's cold start all the same
+    arms = {"em": {}, "f1": {"max_searches": 1, "cold_start_from": "em"}, "r1s": {"max_searches": 1}}
+    work = FakeWork()
+    ablation = Ablation(_cfg(tmp_path), arms, seeds=[0], work=work, run_dir=tmp_path / "run")
+    ablation.run()
+    starts = {arm: start for arm, _, start in work.runs}
+    assert starts["f1"] == starts["em"] != starts["r1s"] and len(work.cold_starts) == 2
+    keys = {arm: d["cold_start"]["0"] for arm, d in json.loads((ablation.run_dir / "ablation.json").read_text())[
+        "arms"].items()}
+    assert keys["f1"] == keys["em"] != keys["r1s"]
+    assert json.loads((arm_folder(ablation.run_dir, "f1", 0) / "arm.json").read_text())["params"]["max_searches"] == 1
+    # set for the whole ablation, every arm starts from the one named (it keeps its own)
+    work = FakeWork()
+    Ablation(_cfg(tmp_path, cold_start_from="em"), {"em": {}, "r1s": {"max_searches": 1}}, seeds=[0], work=work,
+             run_dir=tmp_path / "run2").run()
+    assert len(work.cold_starts) == 1 and work.runs[0][2] == work.runs[1][2]
+    # a name that is no arm, or a chain, fails before anything runs (in a params file too)
+    bad = [({"em": {}, "f1": {"cold_start_from": "e"}}, r"arm 'f1': cold_start_from names no arm: 'e'"),
+           ({"em": {"cold_start_from": "f1"}, "f1": {"cold_start_from": "r1s"}, "r1s": {}},
+            r"arm 'em': cold_start_from 'f1' starts from 'r1s' in turn")]
+    for arms, message in bad:
+        with pytest.raises(ConfigError, match=message):
+            Ablation(_cfg(tmp_path), arms, seeds=[0], work=FakeWork(), run_dir=tmp_path / "run3")
+        with pytest.raises(ConfigError, match=message):
+            _cfg(tmp_path, arms=arms)
+    assert not (tmp_path / "run3").exists()
+
+
 def test_an_interrupted_ablation_resumes_at_the_first_unfinished_arm(tmp_path):
     arms = {**ARMS, "r1s": {"rewards": ["f1"], "beta": 0.01}}
     first = FakeWork(fail_at=("f1", 1))

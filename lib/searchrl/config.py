@@ -399,6 +399,10 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     """Also evaluate each seed's shared cold start on the held-out questions, as one more arm named `cold_start`
     (no RL; the cold start of the arms that change nothing it depends on): the tables then show what RL changed,
     and a claim may name it ({better: grpo, worse: cold_start}). Costs one evaluation per seed."""
+    cold_start_from: str = ""
+    """An arm whose cold start this arm starts from, in place of the one its own settings make ('' or its own name:
+    its own). Set it in an arm's overrides when the arm changes a setting the cold start also reads (top_k,
+    max_searches) but the comparison is about RL alone, as in the papers, which train without SFT."""
     claims: dict = field(default_factory=dict)
     """The papers' claims an ablation checks, by label: {label: {better: arm, worse: arm, metric: f1|em|...,
     source: 'paper, table'}}. The verdict table gives our difference better - worse, each question's averaged
@@ -727,7 +731,7 @@ def _ablation_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     arms that exist. The checks are the ablation package's own (searchrl.ablation), imported only when needed."""
     if not values["arms"] and not values["claims"]:
         return []
-    from searchrl.ablation.arms import ablation_base, arm_names, arm_problems
+    from searchrl.ablation.arms import ablation_base, arm_names, arm_problems, cold_start_source_problems
     from searchrl.ablation.verdict import parse_claims
 
     problems = []
@@ -737,6 +741,8 @@ def _ablation_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
             problems.append(("arms", f"arms: arm {arm!r} must map parameter names to values, got {_show(overrides)}"))
             continue
         problems += [("arms", f"arms: {problem}") for problem in arm_problems(base, str(arm), overrides)]
+    if not problems:
+        problems += [("arms", f"arms: {problem}") for problem in cold_start_source_problems(values)]
     if values["claims"]:
         try:
             parse_claims(values["claims"], arm_names(values["arms"], values["cold_start_arm"]))

@@ -112,6 +112,37 @@ def arm_names(arms: Mapping[str, Any], cold_start_arm: bool) -> list[str]:
     return [arm.name for arm in (with_cold_start_arm(named) if cold_start_arm else named)]
 
 
+def cold_start_sources(values: Mapping[str, Any]) -> dict[str, str]:
+    """{arm: the arm whose cold start it starts from} for an ablation's parameter `values` (arms, cold_start_arm and
+    the base `cold_start_from`); an arm that keeps its own maps to itself. Raises ConfigError for a name that is no
+    arm, or for a chain (an arm pointing at one that points at a third)."""
+    problems = cold_start_source_problems(values)
+    if problems:
+        raise ConfigError("invalid ablation arms:\n  " + "\n  ".join(problems))
+    return _sources(values)
+
+
+def cold_start_source_problems(values: Mapping[str, Any]) -> list[str]:
+    """What is wrong with the arms' `cold_start_from`, one message a problem (see `cold_start_sources`)."""
+    sources = _sources(values)
+    problems = []
+    for arm, source in sources.items():
+        if source not in sources:
+            problems.append(f"arm {arm!r}: cold_start_from names no arm: {source!r} (arms: {', '.join(sources)})")
+        elif sources[source] != source:
+            problems.append(f"arm {arm!r}: cold_start_from {source!r} starts from {sources[source]!r} in turn; name "
+                            f"{sources[source]!r} directly")
+    return problems
+
+
+def _sources(values: Mapping[str, Any]) -> dict[str, str]:
+    arms = {str(name): dict(overrides or {}) for name, overrides in values["arms"].items()}
+    if values["cold_start_arm"] and COLD_START_ARM not in arms:
+        arms[COLD_START_ARM] = {}
+    default = values.get("cold_start_from", "")
+    return {name: (overrides.get("cold_start_from", default) or name) for name, overrides in arms.items()}
+
+
 def with_cold_start_arm(arms: list[Arm]) -> list[Arm]:
     """`arms` and, unless one is already named so, the arm that evaluates the shared cold start without RL."""
     if any(arm.name == COLD_START_ARM for arm in arms):

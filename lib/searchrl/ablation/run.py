@@ -28,6 +28,7 @@ from searchrl.ablation.arms import (
     arm_config,
     cold_start_key,
     cold_start_settings,
+    cold_start_sources,
     parse_arms,
     parse_seeds,
     with_cold_start_arm,
@@ -74,6 +75,9 @@ class Ablation:
         self.seeds = parse_seeds((cfg.seeds or [cfg.seed]) if seeds is None else seeds)
         self.claims = parse_claims(cfg.claims if claims is None else claims, [a.name for a in self.arms])
         self.configs = {(arm.name, seed): arm_config(cfg, arm, seed) for seed in self.seeds for arm in self.arms}
+        # {arm: the arm whose cold start it starts from} (`cold_start_from`; itself unless set)
+        self.cold_start_of = cold_start_sources({"arms": {a.name: a.overrides for a in self.arms},
+                                                 "cold_start_arm": False, "cold_start_from": cfg.cold_start_from})
         self.work = work if work is not None else ExperimentWork(notebook)
         self.run_dir = Path(run_dir) if run_dir is not None else current_run_dir(notebook, cfg)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -86,7 +90,8 @@ class Ablation:
         """Arms (overrides and cold-start key per seed), seeds and claims, as written to ablation.json."""
         return {
             "arms": {a.name: {"overrides": a.overrides,
-                              "cold_start": {seed: cold_start_key(self.configs[a.name, seed]) for seed in self.seeds}}
+                              "cold_start": {seed: cold_start_key(self._cold_start_config(a.name, seed))
+                                             for seed in self.seeds}}
                      for a in self.arms},
             "seeds": self.seeds,
             "claims": [c.to_dict() for c in self.claims],
@@ -105,7 +110,8 @@ class Ablation:
                 state = "done" if layout.is_done(folder) else ("partial" if folder.exists() else "to do")
                 means = held_out.get((arm.name, seed), {})
                 cfg = self.configs[arm.name, seed]
-                rows.append({"arm": arm.name, "seed": seed, "cold start": cold_start_key(cfg),
+                start_key = cold_start_key(self._cold_start_config(arm.name, seed))
+                rows.append({"arm": arm.name, "seed": seed, "cold start": start_key,
                              "state": state, "F1": means.get("f1", float("nan")),
                              "searches/question": means.get("searches", float("nan")),
                              "health": _health_summary(folder, cfg) if state == "done" else "", "folder": str(folder)})
@@ -158,7 +164,7 @@ class Ablation:
         write_json(folder / "arm.json", {"arm": arm.name, "seed": seed, "overrides": arm.overrides,
                                           "params": _comparable(cfg.to_dict())})
         cfg.to_yaml(folder / "params.yaml", header=f"Arm {arm.name}, seed {seed}, of ablation {self.run_dir.name}")
-        start, start_digest = self._cold_start(cfg, seed)
+        start, start_digest = self._cold_start(self._cold_start_config(arm.name, seed), seed)
         self.work.train_and_evaluate(cfg, folder, start)
         if not layout.records_path(folder).is_file():
             raise RuntimeError(f"arm {arm.name!r} seed {seed} finished without evaluation records at "
@@ -169,6 +175,11 @@ class Ablation:
         if not cfg.keep_resume_state:
             drop_resume_state(folder)
         copy_evidence(self.run_dir, cfg.evidence_copy_dir)
+
+    def _cold_start_config(self, arm: str, seed: int) -> RunConfig:
+        """The config whose cold start arm `arm` starts from: its own, or that of the arm its `cold_start_from`
+        names."""
+        return self.configs[self.cold_start_of[arm], seed]
 
     def _cold_start(self, cfg: RunConfig, seed: int) -> tuple[Path | None, str | None]:
         """The shared cold start of `cfg` and `seed`, made once by the first arm that needs it: its model and the
