@@ -56,7 +56,7 @@ class FakeWork:
             raise RuntimeError("killed mid-arm")
         write_trajectories(records_path(folder), [{"id": f"q{i}", "em": float(s == 1.0), "f1": s, "searches": 1,
                                                    "model_tokens": 10 * (i + 1)}
-                                                  for i, s in enumerate(SCORES[arm])])
+                                                  for i, s in enumerate(SCORES[arm.split(".")[0]])])
 
 
 def _cfg(tmp_path, **changes):
@@ -156,6 +156,29 @@ def test_an_arm_can_start_from_another_arms_cold_start(tmp_path):
         with pytest.raises(ConfigError, match=message):
             _cfg(tmp_path, arms=arms)
     assert not (tmp_path / "run3").exists()
+
+
+def test_the_cold_start_arm_evaluates_every_cold_start_an_arm_starts_from(tmp_path):
+    # em keeps the shared cold start; f1 and r1s change the search budget, r1s starting from f1's cold start
+    arms = {"em": {}, "f1": {"max_searches": 1}, "r1s": {"max_searches": 1, "learning_rate": 2e-5,
+                                                         "cold_start_from": "f1"}}
+    claims = {"RL gains": {"better": "f1", "worse": "cold_start.f1", "metric": "f1"}}
+    cfg = _cfg(tmp_path, arms=arms, cold_start_arm=True, claims=claims)  # the added arm may be named in a claim
+    work = FakeWork()
+    ablation = Ablation(cfg, seeds=[0], work=work, run_dir=tmp_path / "run")
+    assert [a.name for a in ablation.arms] == ["em", "f1", "r1s", "cold_start", "cold_start.f1"]
+    ablation.run()
+    starts = {arm: start for arm, _, start in work.runs}
+    assert starts["cold_start"] == starts["em"] != starts["cold_start.f1"] == starts["f1"] == starts["r1s"]
+    assert len(work.cold_starts) == 2
+    # evaluated with f1's settings and no RL
+    params = json.loads((arm_folder(ablation.run_dir, "cold_start.f1", 0) / "arm.json").read_text())["params"]
+    assert params["max_searches"] == 1 and params["rl_steps"] == 0
+    assert MetricsHistory(arm_folder(ablation.run_dir, "cold_start.f1", 0)).to_frame().empty
+    assert ablation.verdicts().iloc[0]["difference"] == pytest.approx((2.5 - 0.5) / 4)
+    # arms that all share one cold start add only `cold_start`
+    assert [a.name for a in Ablation(_cfg(tmp_path, arms=ARMS, cold_start_arm=True), seeds=[0], work=FakeWork(),
+                                     run_dir=tmp_path / "run2").arms] == ["em", "f1", "cold_start"]
 
 
 def test_an_interrupted_ablation_resumes_at_the_first_unfinished_arm(tmp_path):

@@ -124,8 +124,12 @@ def test_every_ablation_profile_can_add_the_cold_start_arm(path):
 
     cfg = plan_run(ROOT / "notebooks" / f"{path.parent.name}.ipynb", [path]).config
     cfg = RunConfig.merge(("profile", cfg.to_dict()), ("command line", {"cold_start_arm": True}))
-    arms = parse_arms(cfg, with_cold_start_arm(parse_arms(cfg, cfg.arms)))
-    added = arm_config(cfg, arms[-1], seed=0)
-    assert arms[-1].name == COLD_START_ARM and not rl_schedule(added)
-    # it evaluates the cold start of an arm that changes nothing a cold start depends on
-    assert cold_start_key(added) == cold_start_key(arm_config(cfg, Arm("unchanged"), seed=0))
+    own = parse_arms(cfg, cfg.arms)
+    arms = parse_arms(cfg, with_cold_start_arm(own, cfg.to_dict()))
+    added = {a.name: arm_config(cfg, a, seed=0) for a in arms[len(own):]}
+    assert COLD_START_ARM in added and not any(rl_schedule(c) for c in added.values())
+    # `cold_start` evaluates the cold start of an arm that changes nothing a cold start depends on
+    assert cold_start_key(added[COLD_START_ARM]) == cold_start_key(arm_config(cfg, Arm("unchanged"), seed=0))
+    # and every other cold start an arm starts from is evaluated too, once
+    starts = {cold_start_key(arm_config(cfg, a, seed=0)) for a in own if not a.overrides.get("cold_start_from")}
+    assert sorted(cold_start_key(c) for c in added.values()) == sorted(starts | {cold_start_key(added[COLD_START_ARM])})

@@ -397,8 +397,9 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     """Seeds every arm runs with (empty: the single `seed`). Curves show the mean over seeds with a band."""
     cold_start_arm: bool = False
     """Also evaluate each seed's shared cold start on the held-out questions, as one more arm named `cold_start`
-    (no RL; the cold start of the arms that change nothing it depends on): the tables then show what RL changed,
-    and a claim may name it ({better: grpo, worse: cold_start}). Costs one evaluation per seed."""
+    (no RL; the cold start of the arms that change nothing it depends on), and every other cold start an arm starts
+    from as an arm `cold_start.<arm>`: the tables then show what RL changed, and a claim may name them
+    ({better: grpo, worse: cold_start}). Costs one evaluation per seed and cold start."""
     cold_start_from: str = ""
     """An arm whose cold start this arm starts from, in place of the one its own settings make ('' or its own name:
     its own). Set it in an arm's overrides when the arm changes a setting the cold start also reads (top_k,
@@ -745,7 +746,7 @@ def _ablation_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
         problems += [("arms", f"arms: {problem}") for problem in cold_start_source_problems(values)]
     if values["claims"]:
         try:
-            parse_claims(values["claims"], arm_names(values["arms"], values["cold_start_arm"]))
+            parse_claims(values["claims"], arm_names(values))
         except ConfigError as error:
             lines = [line.strip() for line in str(error).splitlines()]
             problems += [("claims", f"claims: {line}") for line in (lines[1:] if len(lines) > 1 else lines)]

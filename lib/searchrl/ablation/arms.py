@@ -106,10 +106,10 @@ def ablation_base(values: Mapping[str, Any]) -> dict[str, Any]:
     return {**values, "arms": {}, "seeds": [], "claims": {}, "cold_start_arm": False}
 
 
-def arm_names(arms: Mapping[str, Any], cold_start_arm: bool) -> list[str]:
-    """The names of an ablation's arms: `arms`' own, then `cold_start` when `cold_start_arm` adds it."""
-    named = [Arm(str(name)) for name in arms]
-    return [arm.name for arm in (with_cold_start_arm(named) if cold_start_arm else named)]
+def arm_names(values: Mapping[str, Any]) -> list[str]:
+    """The names of the arms of an ablation's parameter `values`: `arms`' own, then those `cold_start_arm` adds."""
+    named = [Arm(str(name), dict(overrides or {})) for name, overrides in values["arms"].items()]
+    return [arm.name for arm in (with_cold_start_arm(named, values) if values["cold_start_arm"] else named)]
 
 
 def cold_start_sources(values: Mapping[str, Any]) -> dict[str, str]:
@@ -143,11 +143,38 @@ def _sources(values: Mapping[str, Any]) -> dict[str, str]:
     return {name: (overrides.get("cold_start_from", default) or name) for name, overrides in arms.items()}
 
 
-def with_cold_start_arm(arms: list[Arm]) -> list[Arm]:
-    """`arms` and, unless one is already named so, the arm that evaluates the shared cold start without RL."""
-    if any(arm.name == COLD_START_ARM for arm in arms):
-        return arms
-    return [*arms, Arm(COLD_START_ARM, dict(_COLD_START_OVERRIDES))]
+def with_cold_start_arm(arms: list[Arm], values: Mapping[str, Any]) -> list[Arm]:
+    """`arms` and the arms that evaluate cold starts without RL (`values`: the ablation's parameters):
+
+    - `cold_start` (unless an arm is named so): the cold start of the arms that change nothing it reads;
+    - `cold_start.<arm>` for every other cold start an arm starts from, evaluated with the settings of `<arm>`, the
+      first arm whose own it is (ablate_topk's top_k and max_searches arms each have one).
+
+    So the table shows what RL changed in every arm, not only in those sharing the first cold start.
+    """
+    everyone = list(arms)
+    if not any(arm.name == COLD_START_ARM for arm in arms):
+        everyone.append(Arm(COLD_START_ARM, dict(_COLD_START_OVERRIDES)))
+    by_name = {arm.name: arm for arm in everyone}
+    plan = {"arms": {a.name: a.overrides for a in everyone}, "cold_start_arm": False,
+            "cold_start_from": values.get("cold_start_from", "")}
+    if cold_start_source_problems(plan):
+        return everyone  # reported by the checks of `cold_start_from`
+    sources, base = _sources(plan), ablation_base(values)
+    try:
+        keys = {name: cold_start_key(RunConfig.merge(("ablation config", base), (f"arm {name!r}", arm.overrides)))
+                for name, arm in by_name.items()}
+    except ConfigError:
+        return everyone  # an invalid arm: reported by `arm_problems`
+    seen = {keys[sources[COLD_START_ARM]]}
+    for arm in arms:
+        source = sources[arm.name]
+        if keys[source] in seen:
+            continue
+        seen.add(keys[source])
+        own = {k: v for k, v in by_name[source].overrides.items() if k != "cold_start_from"}
+        everyone.append(Arm(f"{COLD_START_ARM}.{source}", {**own, "cold_start_from": "", **_COLD_START_OVERRIDES}))
+    return everyone
 
 
 def _base_values(cfg: RunConfig) -> dict[str, Any]:

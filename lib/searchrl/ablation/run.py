@@ -70,8 +70,8 @@ class Ablation:
                  notebook: str = "ablation", work: ArmWork | None = None, run_dir: str | Path | None = None):
         self.cfg = cfg
         self.arms = parse_arms(cfg, cfg.arms if arms is None else arms)
-        if cfg.cold_start_arm:  # the added arm's fixed overrides are checked with every arm's config below
-            self.arms = with_cold_start_arm(self.arms)
+        if cfg.cold_start_arm:  # the added arms' fixed overrides are checked with every arm's config below
+            self.arms = with_cold_start_arm(self.arms, cfg.to_dict())
         self.seeds = parse_seeds((cfg.seeds or [cfg.seed]) if seeds is None else seeds)
         self.claims = parse_claims(cfg.claims if claims is None else claims, [a.name for a in self.arms])
         self.configs = {(arm.name, seed): arm_config(cfg, arm, seed) for seed in self.seeds for arm in self.arms}
