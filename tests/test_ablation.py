@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from searchrl.ablation import Ablation, Claim, arm_table, band_curves, band_frame, verdict_table
+from searchrl.ablation import Ablation, Claim, arm_table, band_curves, band_frame, verdict, verdict_table
 from searchrl.ablation.layout import arm_folder, records_path, trained_policy
 from searchrl.config import ConfigError, RunConfig
 from searchrl.rundir import MetricsHistory, write_trajectories
@@ -422,6 +422,15 @@ def test_verdicts_pair_by_question_and_seed_on_hand_worked_scores():
     assert "held-out questions" not in tie["warning"] and "one seed" in tie["warning"]
     missing = verdict_table(records, [claims[2]]).iloc[0]
     assert missing["verdict"] == "not run" and missing["pairs"] == missing["questions"] == 0
+
+
+def test_an_interval_ending_at_zero_up_to_float_rounding_is_inconclusive():
+    # ablate_knowledge's restarted cpu run: the group-reward claim's interval was [-0.073, -5.6e-19], differences
+    # of +-1/3 a question cancelling in the resample at its upper end
+    assert verdict(-0.073, -5.551115123125783e-19) == "inconclusive"
+    assert verdict(5.551115123125783e-19, 0.073) == "inconclusive"
+    assert verdict(0.001, 0.073) == "reproduced" and verdict(-0.073, -0.001) == "opposite"
+    assert verdict(float("nan"), 0.1) == "not run"
 
 
 def test_a_decided_verdict_names_the_seeds_that_point_the_other_way():

@@ -94,11 +94,16 @@ def parse_claims(claims: Mapping[str, Mapping[str, Any]] | Iterable[Claim], arms
     return parsed
 
 
+# A bound this close to 0 is 0: a resampled mean of differences that cancel (+1/3 and -1/3 over three seeds) comes
+# out as -5.6e-19 rather than 0, which once turned an interval ending at 0 into an "opposite" verdict.
+ROUNDING = 1e-9
+
+
 def verdict(low: float, high: float) -> str:
-    """reproduced (interval above 0), opposite (below 0) or inconclusive (contains 0)."""
+    """reproduced (interval above 0), opposite (below 0) or inconclusive (contains 0, up to float rounding)."""
     if np.isnan(low) or np.isnan(high):
         return NOT_RUN
-    return REPRODUCED if low > 0 else OPPOSITE if high < 0 else INCONCLUSIVE
+    return REPRODUCED if low > ROUNDING else OPPOSITE if high < -ROUNDING else INCONCLUSIVE
 
 
 def paired_differences(records: pd.DataFrame, better: str, worse: str, metric: str) -> pd.DataFrame:
