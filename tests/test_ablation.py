@@ -3,6 +3,7 @@ unfinished arm, band curves, the evaluation table and the verdicts on hand-worke
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import os
@@ -424,13 +425,19 @@ def test_verdicts_pair_by_question_and_seed_on_hand_worked_scores():
     assert missing["verdict"] == "not run" and missing["pairs"] == missing["questions"] == 0
 
 
-def test_an_interval_ending_at_zero_up_to_float_rounding_is_inconclusive():
+def test_an_interval_ending_at_zero_up_to_float_rounding_is_inconclusive(monkeypatch):
     # ablate_knowledge's restarted cpu run: the group-reward claim's interval was [-0.073, -5.6e-19], differences
     # of +-1/3 a question cancelling in the resample at its upper end
     assert verdict(-0.073, -5.551115123125783e-19) == "inconclusive"
     assert verdict(5.551115123125783e-19, 0.073) == "inconclusive"
     assert verdict(0.001, 0.073) == "reproduced" and verdict(-0.073, -0.001) == "opposite"
     assert verdict(float("nan"), 0.1) == "not run"
+    # the table writes such a bound as 0, so that it reads "0.000", not "-0.000"
+    verdicts = importlib.import_module("searchrl.ablation.verdict")  # the package's `verdict` is the function
+    monkeypatch.setattr(verdicts, "bootstrap_mean", lambda *a, **k: (-0.037, -0.073, -5.551115123125783e-19))
+    records = pd.DataFrame(_records("a", {0: [0.0, 1.0]}) + _records("b", {0: [1.0, 1.0]}))
+    row = verdict_table(records, [Claim("a beats b", "a", "b")]).iloc[0]
+    assert row["95% high"] == 0.0 and row["95% low"] == -0.073 and row["verdict"] == "inconclusive"
 
 
 def test_a_decided_verdict_names_the_seeds_that_point_the_other_way():

@@ -150,6 +150,7 @@ def verdict_table(records: pd.DataFrame, claims: Sequence[Claim], *, confidence:
         by_question = pairs.groupby("id", sort=False)[[f"{metric} better", f"{metric} worse", "difference"]].mean()
         mean, low, high = bootstrap_mean(by_question["difference"].to_numpy(), n_resamples=n_resamples,
                                          confidence=confidence, seed=seed)
+        low, high = (0.0 if abs(bound) <= ROUNDING else bound for bound in (low, high))  # no "-0.000" in tables
         per_seed = pairs.groupby("seed")["id"].nunique()
         seed_means = pairs.groupby("seed")["difference"].mean()
         warnings = []
