@@ -116,15 +116,19 @@ def cold_start_sources(values: Mapping[str, Any]) -> dict[str, str]:
     """{arm: the arm whose cold start it starts from} for an ablation's parameter `values` (arms, cold_start_arm and
     the base `cold_start_from`); an arm that keeps its own maps to itself. Raises ConfigError for a name that is no
     arm, or for a chain (an arm pointing at one that points at a third)."""
-    problems = cold_start_source_problems(values)
+    sources = _sources(values)
+    problems = _source_problems(sources)
     if problems:
         raise ConfigError("invalid ablation arms:\n  " + "\n  ".join(problems))
-    return _sources(values)
+    return sources
 
 
 def cold_start_source_problems(values: Mapping[str, Any]) -> list[str]:
     """What is wrong with the arms' `cold_start_from`, one message a problem (see `cold_start_sources`)."""
-    sources = _sources(values)
+    return _source_problems(_sources(values))
+
+
+def _source_problems(sources: Mapping[str, str]) -> list[str]:
     problems = []
     for arm, source in sources.items():
         if source not in sources:
@@ -158,9 +162,9 @@ def with_cold_start_arm(arms: list[Arm], values: Mapping[str, Any]) -> list[Arm]
     by_name = {arm.name: arm for arm in everyone}
     plan = {"arms": {a.name: a.overrides for a in everyone}, "cold_start_arm": False,
             "cold_start_from": values.get("cold_start_from", "")}
-    if cold_start_source_problems(plan):
-        return everyone  # reported by the checks of `cold_start_from`
     sources, base = _sources(plan), ablation_base(values)
+    if _source_problems(sources):
+        return everyone  # reported by the checks of `cold_start_from`
     try:
         keys = {name: cold_start_key(RunConfig.merge(("ablation config", base), (f"arm {name!r}", arm.overrides)))
                 for name, arm in by_name.items()}
