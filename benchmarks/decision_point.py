@@ -34,7 +34,7 @@ import torch
 
 from searchrl.config import RunConfig, parse_scalar
 from searchrl.data.synthetic.trajectories import hop_plan, templated_trajectories
-from searchrl.experiment import Experiment
+from searchrl.experiments.experiment import Experiment
 
 # (words that lead to another search, words that lead to the answer), per decision point
 WORDS = {

@@ -20,8 +20,8 @@ import torch
 
 from searchrl.config import RunConfig
 from searchrl.data.synthetic import make_world
-from searchrl.evaluate import evaluate
-from searchrl.experiment import balanced_take
+from searchrl.evaluation.evaluate import evaluate
+from searchrl.experiments.experiment import balanced_take
 from searchrl.models import load_policy, load_tokenizer
 from searchrl.retrieval import make_retriever
 

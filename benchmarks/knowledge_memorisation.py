@@ -27,8 +27,9 @@ from pathlib import Path
 
 import torch
 
+from searchrl.config.knowledge import KnowledgeConfig
 from searchrl.data.synthetic import make_world
-from searchrl.data.synthetic.knowledge import KnowledgeConfig, fact_id
+from searchrl.data.synthetic.knowledge import fact_id
 from searchrl.data.synthetic.trajectories import Hop, fact_sentence, fact_statement_items, hop_plan
 from searchrl.models import load_policy
 from searchrl.protocols import get_protocol

@@ -1,7 +1,7 @@
 """How much memory a recipe's training needs, and what `micro_batch_size` and `activation_checkpointing` buy.
 
 Each variant runs in a process of its own (a peak belongs to a process): the profile's cold start cut to a few
-optimizer steps, then RL steps, with `searchrl.memory_use` recording each part's peak resident memory (and GPU
+optimizer steps, then RL steps, with `searchrl.runs.memory` recording each part's peak resident memory (and GPU
 allocation), beside the seconds per step. The variants share the profile, the seed and so the data; they differ
 only in their overrides.
 
@@ -38,9 +38,9 @@ def parse_variant(text: str) -> tuple[str, dict]:
 
 def worker(notebook: str, params: list[str], overrides: dict, sft_steps: int, rl_steps: int, out: Path) -> None:
     """One variant: the cut-down cold start and RL of the profile; writes its measurements to `out`."""
-    from searchrl.experiment import Experiment
-    from searchrl.memory_use import read_memory
-    from searchrl.runner import plan_run
+    from searchrl.experiments.experiment import Experiment
+    from searchrl.experiments.runner import plan_run
+    from searchrl.runs.memory import read_memory
 
     cfg = plan_run(notebook, params, overrides).config
     batch = 8  # the cold start's examples per optimizer step (trainer/arguments.py sft_args)

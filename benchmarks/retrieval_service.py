@@ -32,11 +32,11 @@ from typing import Any
 
 import numpy as np
 
+from searchrl.config.service import ServiceConfig
 from searchrl.data.synthetic import make_world
 from searchrl.retrieval import BM25Retriever
 from searchrl.retrieval.http import HTTPRetriever
 from searchrl.retrieval.serve import bind
-from searchrl.retrieval.service import ServiceConfig
 from searchrl.rollout import RolloutConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

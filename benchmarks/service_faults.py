@@ -90,8 +90,8 @@ def free_port() -> int:
 def build_smoke_index(folder: Path) -> Path:
     """A BM25 index over exactly the corpus a smoke run builds (the client checks the service holds it)."""
     from searchrl.data.synthetic import make_world
+    from searchrl.experiments.train import resolve_config
     from searchrl.retrieval.serve import build_index
-    from searchrl.train import resolve_config
 
     cfg = resolve_config([str(SMOKE)], [])
     world = make_world(seed=cfg.world_seed, n_entities=cfg.world_entities, words_per_passage=cfg.world_passage_words,
@@ -260,7 +260,7 @@ def main() -> None:
     ap.add_argument("--out", default="outputs/benchmarks")
     args = ap.parse_args()
 
-    from searchrl.train import resolve_config
+    from searchrl.experiments.train import resolve_config
 
     smoke = resolve_config([str(SMOKE)], [])
     samples = smoke.prompts_per_step * smoke.num_generations

@@ -44,9 +44,9 @@ def main() -> None:
     from transformers.trainer_pt_utils import LengthGroupedSampler
 
     from searchrl.data.synthetic.trajectories import FACT_QTYPE
-    from searchrl.experiment import Experiment
-    from searchrl.runner import plan_run
-    from searchrl.sft.tokenize import tokenize_sft
+    from searchrl.data.tokenize import tokenize_sft
+    from searchrl.experiments.experiment import Experiment
+    from searchrl.experiments.runner import plan_run
 
     overrides = {name: yaml.safe_load(value) for name, value in args.param}
     cfg = plan_run(args.notebook, args.params, overrides).config

@@ -96,8 +96,8 @@ def measure(name: str, cfg, policy: str, steps: int, world, retriever, tokenizer
     """Train `steps` steps of `cfg` from `policy` and return the mean split of the steps after the first."""
     import torch
 
-    from searchrl.experiment import balanced_take, seed_everything
-    from searchrl.progress import attach_stage_bar
+    from searchrl.core.progress import attach_stage_bar
+    from searchrl.experiments.experiment import balanced_take, seed_everything
     from searchrl.protocols import get_protocol
     from searchrl.rewards import make_rewards
     from searchrl.trainer import SearchGRPOTrainer, prompt_dataset

@@ -13,10 +13,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from searchrl.ablation import Ablation, Claim, arm_table, band_curves, band_frame, verdict, verdict_table
-from searchrl.ablation.layout import arm_folder, records_path, trained_policy
 from searchrl.config import ConfigError, RunConfig
-from searchrl.rundir import MetricsHistory, write_trajectories
+from searchrl.core.files import write_trajectories
+from searchrl.experiments.ablation import Ablation, Claim, arm_table, band_curves, band_frame, verdict, verdict_table
+from searchrl.experiments.ablation.layout import arm_folder, records_path, trained_policy
+from searchrl.runs.history import MetricsHistory
 
 # Per-question F1 of each arm, the same for every seed: f1 beats em on questions q0 and q2.
 SCORES = {"em": [0.0, 1.0, 0.0, 0.0], "f1": [1.0, 1.0, 0.5, 0.0], "r1s": [0.0, 0.0, 0.0, 0.0],
@@ -319,7 +320,7 @@ class WeightsWork(FakeWork):
 
 
 def test_a_cold_start_made_again_after_a_slim_copy_is_checked_against_the_first(tmp_path):
-    from searchrl.slim import slim_copy
+    from searchrl.runs.slim import slim_copy
 
     with pytest.raises(RuntimeError, match="killed mid-arm"):
         Ablation(_cfg(tmp_path), ARMS, seeds=[0], work=WeightsWork(fail_at=("f1", 0)), run_dir=tmp_path / "run").run()
@@ -433,7 +434,7 @@ def test_an_interval_ending_at_zero_up_to_float_rounding_is_inconclusive(monkeyp
     assert verdict(0.001, 0.073) == "reproduced" and verdict(-0.073, -0.001) == "opposite"
     assert verdict(float("nan"), 0.1) == "not run"
     # the table writes such a bound as 0, so that it reads "0.000", not "-0.000"
-    verdicts = importlib.import_module("searchrl.ablation.verdict")  # the package's `verdict` is the function
+    verdicts = importlib.import_module("searchrl.experiments.ablation.verdict")  # the package's `verdict` is the function
     monkeypatch.setattr(verdicts, "bootstrap_mean", lambda *a, **k: (-0.037, -0.073, -5.551115123125783e-19))
     records = pd.DataFrame(_records("a", {0: [0.0, 1.0]}) + _records("b", {0: [1.0, 1.0]}))
     row = verdict_table(records, [Claim("a beats b", "a", "b")]).iloc[0]
@@ -573,9 +574,9 @@ def test_band_curves_show_the_mean_over_seeds_with_a_band():
 
 
 def test_an_arm_experiment_writes_into_its_folder_and_leaves_no_kernel_hooks(tmp_path, monkeypatch):
-    from searchrl import kernel_watch
-    from searchrl.ablation.work import experiment_in
-    from searchrl.rundir import RUN_DIR_ENV, current_run_dir
+    from searchrl.experiments.ablation.work import experiment_in
+    from searchrl.runs import kernel_watch
+    from searchrl.runs.folder import RUN_DIR_ENV, current_run_dir
 
     class Events:
         def __init__(self):
@@ -596,7 +597,7 @@ def test_an_arm_experiment_writes_into_its_folder_and_leaves_no_kernel_hooks(tmp
             self.run_dir = current_run_dir(notebook, cfg)
             self.hooks = list(shell.events.callbacks["post_run_cell"])
 
-    monkeypatch.setattr("searchrl.experiment.Experiment", Recorder)
+    monkeypatch.setattr("searchrl.experiments.experiment.Experiment", Recorder)
     monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path / "ablation"))
     exp = experiment_in(tmp_path / "ablation" / "arms" / "em" / "seed0", _cfg(tmp_path), "t")
     assert exp.run_dir == tmp_path / "ablation" / "arms" / "em" / "seed0" and exp.run_dir.is_dir()
@@ -646,7 +647,7 @@ def fake_finished_ablation(output_root, notebook: str = "ablate_reward"):
 
 
 def test_the_report_collects_the_newest_finished_run_of_each_notebook(tmp_path):
-    from searchrl.ablation import report
+    from searchrl.experiments.ablation import report
 
     run = fake_finished_ablation(tmp_path)
     unfinished = tmp_path / "ablate_reward" / "20261124-000000-bbbb"  # newer, but not finished: not reported
@@ -677,7 +678,7 @@ def test_the_report_collects_the_newest_finished_run_of_each_notebook(tmp_path):
 
 
 def test_split_table_gives_searches_and_accuracy_per_knowledge_split():
-    from searchrl.ablation.tables import split_table
+    from searchrl.experiments.ablation.tables import split_table
 
     records = pd.DataFrame({
         "arm": ["full"] * 4 + ["plain"] * 4, "seed": [0] * 8, "id": ["a", "b", "c", "d"] * 2,

@@ -7,7 +7,9 @@ import pytest
 import yaml
 
 from fakes import FakeRetriever, MiniProtocol, ScriptedGenerator
-from searchrl.baselines import (
+from searchrl.core.registry import UnknownNameError
+from searchrl.data.schema import make_row
+from searchrl.evaluation.baselines import (
     BASELINES,
     MissingRetrieverError,
     baseline_problem,
@@ -16,10 +18,8 @@ from searchrl.baselines import (
     first_sentence,
     parse_answer,
 )
-from searchrl.baselines.ircot import demo_path, load_demos
-from searchrl.data.schema import make_row
-from searchrl.evaluate import SUMMARY_MEANS, EvalResult, evaluate, stage_table
-from searchrl.registry import UnknownNameError
+from searchrl.evaluation.baselines.ircot import demo_path, load_demos
+from searchrl.evaluation.evaluate import SUMMARY_MEANS, EvalResult, evaluate, stage_table
 from searchrl.rollout import RolloutConfig
 
 ROWS = [
@@ -250,7 +250,7 @@ def test_ircot_step_limit_forces_an_answer(tokenizer):
 
 def test_ircot_shows_the_step_each_batch_is_on(tokenizer, monkeypatch):
     # a batch of IRCoT runs several retrieve-and-generate steps before the question bar moves
-    from searchrl.baselines.harness import BaselineRun
+    from searchrl.evaluation.baselines.harness import BaselineRun
 
     seen = []
     monkeypatch.setattr(BaselineRun, "show_step", lambda self, text: seen.append(text))

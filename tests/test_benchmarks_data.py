@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from searchrl.core.registry import UnknownNameError
 from searchrl.data.benchmarks import (
     BENCHMARK_CORPORA,
     BENCHMARKS,
@@ -16,7 +17,6 @@ from searchrl.data.benchmarks import (
     subsample,
 )
 from searchrl.data.schema import Doc, make_row
-from searchrl.registry import UnknownNameError
 
 # name -> (questions, corpus passages); the pools are measured once (see the module docstring's table)
 REAL = {

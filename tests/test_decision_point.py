@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from searchrl.config import RunConfig
-from searchrl.experiment import Experiment
-from searchrl.rundir import RUN_DIR_ENV
+from searchrl.experiments.experiment import Experiment
+from searchrl.runs.folder import RUN_DIR_ENV
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "decision_point.py"
 

@@ -9,11 +9,10 @@ from collections import Counter
 import pytest
 
 from fakes import FakeRetriever, MiniProtocol
+from searchrl.config.difficulty import DifficultyConfig, difficulty_problems
 from searchrl.data.difficulty import (
-    DifficultyConfig,
     bucket_of,
     difficulty_counts,
-    difficulty_problems,
     label_difficulty,
     mix_by_recipe,
     mixture_problems,
@@ -21,7 +20,7 @@ from searchrl.data.difficulty import (
     recipe_for_stage,
 )
 from searchrl.data.schema import make_row
-from searchrl.data_selection import PolicySampler, difficulty_histogram, policy_identity
+from searchrl.experiments.data_selection import PolicySampler, difficulty_histogram, policy_identity
 from searchrl.rollout import RolloutConfig, TurnOutput
 
 # The rollout at which each question is first answered correctly (None: never), and the bucket that gives under

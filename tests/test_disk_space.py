@@ -11,8 +11,9 @@ import pytest
 
 from fakes import SEARCH_SCRIPTS, FakeRetriever, MiniProtocol, ScriptedGenerator
 from searchrl.config import RunConfig
+from searchrl.core.disk import checkpoint_space_problem
 from searchrl.rollout import RolloutConfig, SearchRollout
-from searchrl.rundir import checkpoint_space_problem, drop_resume_state
+from searchrl.runs.checkpoints import drop_resume_state
 from searchrl.trainer import SearchGRPOTrainer, prompt_dataset
 from searchrl.trainer.arguments import grpo_args
 

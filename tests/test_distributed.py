@@ -167,7 +167,7 @@ def test_launch_configs_are_what_accelerate_reads(name, kind, stage):
 
 
 def test_train_entry_point_resolves_parameters_without_training(capsys):
-    from searchrl.train import main
+    from searchrl.experiments.train import main
 
     assert main(["-f", str(ROOT / "params/quickstart/smoke.yaml"), "-p", "rl_steps", "3", "--dry-run"]) == 0
     out = capsys.readouterr().out
@@ -177,7 +177,7 @@ def test_train_entry_point_resolves_parameters_without_training(capsys):
 
 
 def test_train_entry_point_refuses_zero3(monkeypatch, capsys):
-    from searchrl.train import main
+    from searchrl.experiments.train import main
 
     monkeypatch.setenv("ACCELERATE_DEEPSPEED_ZERO_STAGE", "3")  # what `accelerate launch` sets for zero3.yaml
     assert main(["-f", str(ROOT / "params/quickstart/smoke.yaml")]) == 2

@@ -21,7 +21,7 @@ def test_every_file_the_readmes_name_exists():
         encoding="utf-8")
     named = named_paths(text)
     assert len(named) > 50  # the pattern still finds the map
-    # package paths are written from lib/searchrl (`rewards/answer.py`) or lib (`searchrl/seeds.py`)
+    # package paths are written from lib/searchrl (`rewards/answer.py`) or lib (`searchrl/analysis/seeds.py`)
     missing = sorted(p for p in named if not any((base / p).exists() for base in
                                                   (ROOT, ROOT / "lib", ROOT / "lib" / "searchrl")))
     assert missing == [], f"the README names files that do not exist: {missing}"

@@ -9,12 +9,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from searchrl import runner
-from searchrl.ablation import report
+from searchrl.analysis.seeds import seed_tables
 from searchrl.config import ConfigError, RunConfig
 from searchrl.data.benchmarks import load_benchmark
-from searchrl.seeds import seed_tables
-from searchrl.sft.tokenize import tokenize_sft
+from searchrl.data.tokenize import tokenize_sft
+from searchrl.experiments import runner
+from searchrl.experiments.ablation import report
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -83,7 +83,7 @@ def test_zero_question_counts_are_refused_before_the_run():
 
 
 def test_empty_evaluation_side_names_n_eval(tmp_path):
-    from searchrl.experiment import Experiment
+    from searchrl.experiments.experiment import Experiment
 
     cfg = RunConfig.from_params({"dataset": str(qa_file(tmp_path / "qa.jsonl", 1)),
                                  "corpus": str(corpus_file(tmp_path / "corpus.jsonl")), "n_eval": 5})
@@ -92,7 +92,7 @@ def test_empty_evaluation_side_names_n_eval(tmp_path):
 
 
 def test_empty_training_side_names_its_filters(tmp_path):
-    from searchrl.experiment import Experiment
+    from searchrl.experiments.experiment import Experiment
 
     cfg = RunConfig.from_params({"dataset": str(qa_file(tmp_path / "qa.jsonl", 6)),
                                  "corpus": str(corpus_file(tmp_path / "corpus.jsonl")), "n_eval": 2,

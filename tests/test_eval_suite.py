@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from searchrl.config import RunConfig
-from searchrl.eval_suite import EvalSuite, _bootstrap_interval, method_label, resolve_checkpoint
-from searchrl.evaluate import EvalResult
+from searchrl.evaluation.evaluate import EvalResult
+from searchrl.experiments.eval_suite import EvalSuite, _bootstrap_interval, method_label, resolve_checkpoint
 
 
 def _saved_model(folder):
@@ -112,7 +112,7 @@ def test_mistyped_evaluation_names_fail_before_anything_runs():
 
 
 def test_a_resumed_suite_keeps_the_baselines_it_already_scored(suite, monkeypatch):
-    from searchrl import baselines
+    from searchrl.evaluation import baselines
 
     rows = [{"id": f"q{i}", "question": "?"} for i in range(40)]
     result = EvalResult(records=suite.results[("hotpotqa", "policy")].records.assign(answered=True))

@@ -9,7 +9,7 @@ import pytest
 
 from fakes import FakeRetriever, MiniProtocol, ScriptedGenerator
 from searchrl.data.schema import Doc, make_row
-from searchrl.evaluate import (
+from searchrl.evaluation.evaluate import (
     EvalResult,
     evaluate,
     render_trajectory,
@@ -191,7 +191,7 @@ def test_real_generation_batches_and_restores_train_mode(tiny_policy):
 
 
 def test_paired_bootstrap_interval_and_stage_deltas():
-    from searchrl.stats import paired_bootstrap
+    from searchrl.core.stats import paired_bootstrap
 
     same = paired_bootstrap([0.0, 1.0, 0.5], [0.0, 1.0, 0.5])
     assert same == (0.0, 0.0, 0.0)
@@ -225,7 +225,7 @@ def test_stage_deltas_pair_on_the_questions_both_stages_saw():
 
 
 def test_quarter_gain_compares_the_first_and_last_quarter_of_a_curve():
-    from searchrl.stats import quarter_gain
+    from searchrl.core.stats import quarter_gain
 
     # 8 points: quarters of 2; NaN (a step that logged no such value) is dropped before cutting.
     got = quarter_gain([0.0, 0.2, float("nan"), 0.5, 0.1, 0.3, 0.4, 0.6, 1.0])

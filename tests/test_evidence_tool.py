@@ -11,10 +11,11 @@ import yaml
 
 from fakes import FakeRetriever, ScriptedGenerator
 from searchrl import models
-from searchrl.baselines import baseline_problem, evaluate_baseline, split_name
+from searchrl.config.evidence import EvidenceConfig, evidence_problems
 from searchrl.data.schema import make_row
-from searchrl.evaluate import render_trajectory, render_trajectory_text, trajectory_pieces
-from searchrl.evidence_tool import (
+from searchrl.evaluation.baselines import baseline_problem, evaluate_baseline, split_name
+from searchrl.evaluation.evaluate import render_trajectory, render_trajectory_text, trajectory_pieces
+from searchrl.evaluation.rstool import (
     evidence_tool,
     make_tool_answerer,
     resolve_tool_checkpoint,
@@ -23,13 +24,7 @@ from searchrl.evidence_tool import (
 )
 from searchrl.protocols import get_protocol
 from searchrl.rewards import make_reward
-from searchrl.rewards.evidence import (
-    EvidenceAnswererWarning,
-    EvidenceConfig,
-    evidence_problems,
-    first_line,
-    resolve_answerer,
-)
+from searchrl.rewards.evidence import EvidenceAnswererWarning, first_line, resolve_answerer
 
 R_SEARCH = get_protocol("r_search")
 GEMMA, SMOLLM = "gemma3-270m", "smollm2-135m-instruct"

@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from searchrl.config import RunConfig
-from searchrl.experiment import Experiment
-from searchrl.rundir import RUN_DIR_ENV, drop_resume_state
+from searchrl.experiments.experiment import Experiment
+from searchrl.runs.checkpoints import drop_resume_state
+from searchrl.runs.folder import RUN_DIR_ENV
 
 SMALL = {"model": "tiny-random", "world_entities": 40, "n_train": 8, "n_eval": 4, "eval_batch_size": 4,
          "sft_examples": 4, "rl_steps": 2, "prompts_per_step": 1, "num_generations": 2, "max_searches": 1,
@@ -188,7 +189,7 @@ def test_eval_subsets_filters_and_the_no_search_stage(tmp_path, monkeypatch):
     assert len(exp.evaluate(model, "untrained", n_questions=exp.cfg.n_eval_untrained).records) == 2
     assert len(exp.evaluate(model, "after RL").records) == 6
     seen = []
-    monkeypatch.setattr("searchrl.evaluate.evaluate", lambda *a, rollout, **k: seen.append(rollout.max_searches)
+    monkeypatch.setattr("searchrl.evaluation.evaluate.evaluate", lambda *a, rollout, **k: seen.append(rollout.max_searches)
                         or exp.results["after RL"])
     exp.no_search_baseline(model)
     assert seen == [0]  # the baseline's budget, not the run's

@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from searchrl.headroom import ALL, headroom, main, run_headroom
+from searchrl.analysis.headroom import ALL, headroom, main, run_headroom
 
 
 def record(qtype: str, hops: int | None, f1: float, recall: float) -> dict:
@@ -87,8 +87,8 @@ class ListRetriever:
 
 
 def test_query_reach_counts_hops_whose_fact_passage_is_in_the_top_k() -> None:
+    from searchrl.analysis.headroom import query_reach
     from searchrl.data.synthetic import make_world
-    from searchrl.headroom import query_reach
     from searchrl.retrieval import make_retriever
 
     world = make_world(seed=3, n_entities=40, n_questions_per_type=8, words_per_passage=40)
@@ -107,7 +107,7 @@ def test_query_reach_counts_hops_whose_fact_passage_is_in_the_top_k() -> None:
     one, three = query_reach(world, rows, bm25, 1), query_reach(world, rows, bm25, 3)
     assert (three["form 1"] >= one["form 1"]).all() and 0 < one.loc[ALL, "form 1"] <= 1
     # one search at the deepest k gives each shallower k's table exactly
-    from searchrl.headroom import query_reach_at
+    from searchrl.analysis.headroom import query_reach_at
 
     at = query_reach_at(world, rows, bm25, [1, 3])
     pd.testing.assert_frame_equal(at[1], one)

@@ -9,18 +9,17 @@ from types import SimpleNamespace
 
 import pytest
 
+from searchrl.config.health import HealthConfig, health_problems
 from searchrl.trainer.health import (
     EMPTY_KEY,
     FORMAT_KEY,
     GARBLED_KEY,
     REPEAT_KEY,
     SEARCH_KEY,
-    HealthConfig,
     HealthMonitor,
     HealthWarning,
     alarms_in_history,
     garble_metrics,
-    health_problems,
     repeat_ratio,
     rollback_checkpoint,
 )

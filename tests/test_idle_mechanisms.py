@@ -7,8 +7,8 @@ import math
 import pytest
 
 from searchrl.config import RunConfig
-from searchrl.experiment import Experiment
-from searchrl.rundir import RUN_DIR_ENV
+from searchrl.experiments.experiment import Experiment
+from searchrl.runs.folder import RUN_DIR_ENV
 from searchrl.trainer.idle_mechanisms import idle_mechanisms
 from searchrl.trainer.schedules import Stage
 

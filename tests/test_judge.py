@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pandas as pd
 import pytest
 
+from searchrl.core.registry import UnknownNameError
 from searchrl.judge import (
     EndpointJudge,
     JudgeEndpointError,
@@ -24,7 +25,6 @@ from searchrl.judge import (
     parse_verdict,
     score_records,
 )
-from searchrl.registry import UnknownNameError
 
 # ------------------------------------------------------------------------------------------------ verdict parsing
 

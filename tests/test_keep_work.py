@@ -10,10 +10,11 @@ import json
 import pandas as pd
 import pytest
 
-from searchrl.data.difficulty import DifficultyCache, DifficultyConfig, label_difficulty
+from searchrl.config.difficulty import DifficultyConfig
+from searchrl.core.files import atomic_write_text
+from searchrl.data.difficulty import DifficultyCache, label_difficulty
 from searchrl.data.schema import make_row
-from searchrl.evaluate import EvalResult
-from searchrl.rundir import atomic_write_text
+from searchrl.evaluation.evaluate import EvalResult
 
 # ------------------------------------------------------------------------------------------------ evaluation files
 

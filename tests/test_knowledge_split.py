@@ -7,18 +7,12 @@ import pandas as pd
 import pytest
 
 from fakes import FakeRetriever, ScriptedGenerator
+from searchrl.config.knowledge import KnowledgeConfig, knowledge_problems
 from searchrl.data.schema import Doc, make_row
 from searchrl.data.synthetic import World, make_world
-from searchrl.data.synthetic.knowledge import (
-    KnowledgeConfig,
-    all_facts,
-    fact_id,
-    internal_facts,
-    knowledge_problems,
-    row_knowledge,
-)
+from searchrl.data.synthetic.knowledge import all_facts, fact_id, internal_facts, row_knowledge
 from searchrl.data.synthetic.trajectories import fact_statement_items, templated_trajectories
-from searchrl.evaluate import evaluate, stage_table
+from searchrl.evaluation.evaluate import evaluate, stage_table
 from searchrl.protocols import get_protocol
 from searchrl.rollout import RolloutConfig
 
@@ -254,7 +248,7 @@ def test_per_knowledge_breakdown_is_written_and_tabled(tokenizer, tmp_path):
 
 
 def test_the_internal_answer_span_is_marked_in_the_rendered_trajectory():
-    from searchrl.evaluate import render_trajectory, render_trajectory_text, trajectory_pieces
+    from searchrl.evaluation.evaluate import render_trajectory, render_trajectory_text, trajectory_pieces
 
     text = ("I know this. <|begin_internal_answer|>The mother of A is B & C.<|end_internal_answer|> Next: "
             "<|begin_external_search|>father of B<|end_external_search|>\n<|begin_search_result|>(1) D was the father "

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from searchrl.learning_checks import CHECKS, LearningTargets, format_checks, learning_checks
+from searchrl.analysis.learning_checks import CHECKS, LearningTargets, format_checks, learning_checks
 
 
 def run(folder: Path, *, delta: float, low: float, reward_gain: float | None, multi: float, single: float,

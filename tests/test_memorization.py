@@ -14,6 +14,7 @@ from trl import GRPOTrainer
 
 from fakes import FakeRetriever, ScriptedGenerator
 from searchrl.config import RunConfig
+from searchrl.config.memorization import MemorizationConfig, memorization_problems
 from searchrl.protocols import get_protocol
 from searchrl.protocols.r1_searcher_pp import R1SearcherPPProtocol
 from searchrl.retrieval.base import Doc
@@ -23,7 +24,6 @@ from searchrl.trainer import SearchGRPOConfig, SearchGRPOTrainer, prompt_dataset
 from searchrl.trainer.arguments import grpo_args
 from searchrl.trainer.memorization import (
     Candidate,
-    MemorizationConfig,
     MemorizationExample,
     answer_checker,
     best_sentence,
@@ -32,7 +32,6 @@ from searchrl.trainer.memorization import (
     masked_nll,
     memorization_batch,
     memorization_nll,
-    memorization_problems,
     observation_texts,
     retrieved_documents,
     rewrite_candidate,

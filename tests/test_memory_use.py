@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from searchrl import memory_use
-from searchrl.memory_use import format_memory, measured, read_memory
+from searchrl.runs import memory as memory_use
+from searchrl.runs.memory import format_memory, measured, read_memory
 
 
 def test_each_part_gets_its_own_peak(tmp_path: Path) -> None:
@@ -59,7 +59,7 @@ def test_the_callback_adds_the_peak_to_each_logged_row(monkeypatch: pytest.Monke
 
 
 def test_a_killed_run_is_told_its_recorded_peaks_and_what_lowers_them(tmp_path: Path) -> None:
-    from searchrl import runner
+    from searchrl.experiments import runner
 
     (tmp_path / "params.yaml").write_text("micro_batch_size: 0\neval_batch_size: 20\nprompts_per_step: 2\n"
                                           "num_generations: 8\n", encoding="utf-8")

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from searchrl.rewards.metrics import (
+from searchrl.metrics.answers import (
     as_answer_list,
     cover_exact_match,
     exact_match,

@@ -57,7 +57,7 @@ def test_bundled_model_answers_offline_from_its_cache():
 
 
 def test_tiny_policies_are_built_once_into_a_versioned_cache(monkeypatch, tmp_path, tiny_policy):
-    from searchrl.sft.tiny_searcher import RECIPE_VERSION
+    from searchrl.models.tiny_searcher import RECIPE_VERSION
 
     monkeypatch.setenv(models.CACHE_ENV, str(tmp_path))
     builds = []
@@ -68,7 +68,7 @@ def test_tiny_policies_are_built_once_into_a_versioned_cache(monkeypatch, tmp_pa
 
 
 def test_searcher_loss_scores_only_trained_tokens_and_matches_the_models_own(tiny_policy):
-    from searchrl.sft.tiny_searcher import _batch, first_turns, trained_token_loss
+    from searchrl.models.tiny_searcher import _batch, first_turns, trained_token_loss
 
     model, tokenizer = tiny_policy
     items = [{"segments": [("<think> a </think>\n<search> q </search>", True), ("<information>", False),
@@ -85,7 +85,7 @@ def test_searcher_loss_scores_only_trained_tokens_and_matches_the_models_own(tin
 @pytest.mark.slow
 def test_tiny_searcher_opens_with_a_search_call_on_questions_it_never_saw():
     from searchrl.data.synthetic import make_world
-    from searchrl.sft.tiny_searcher import opening_queries
+    from searchrl.models.tiny_searcher import opening_queries
 
     model, tokenizer = models.load_policy(models.TINY_SEARCHER, device="cpu")
     # The notebooks' world (seed 0); the model was trained on another one.

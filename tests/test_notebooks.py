@@ -10,14 +10,14 @@ import pandas as pd
 import pytest
 import yaml
 
-from searchrl.runner import run_notebook
+from searchrl.experiments.runner import run_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-# Cells whose value is a figure from searchrl.plots (through Experiment.curves / Experiment.bars).
+# Cells whose value is a figure from searchrl.analysis.plots (through Experiment.curves / Experiment.bars).
 PLOT_CALLS = ("exp.curves(", "exp.bars(", "exp.type_table(")
 VIEWER_CALL = "exp.show_trajectories("
-RETRIEVED_MARK = 'class="retrieved"'  # how searchrl.evaluate.render_trajectory marks a retrieved span
+RETRIEVED_MARK = 'class="retrieved"'  # how searchrl.evaluation.evaluate.render_trajectory marks a retrieved span
 
 
 def _errors(executed: Path) -> list:

@@ -7,7 +7,8 @@ import math
 import pandas as pd
 import pytest
 
-from searchrl.paper_tables import (
+from searchrl.core.registry import UnknownNameError
+from searchrl.evaluation.paper_tables import (
     LAYOUTS,
     MISSING,
     PAPER_SETTINGS,
@@ -16,7 +17,6 @@ from searchrl.paper_tables import (
     paper_numbers,
     paper_table,
 )
-from searchrl.registry import UnknownNameError
 
 # -- the transcribed numbers ------------------------------------------------------------------------------------
 

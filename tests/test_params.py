@@ -10,7 +10,7 @@ import papermill
 import pytest
 
 from searchrl.config import RunConfig, load_params_file
-from searchrl.runner import parameters_cell_values, plan_run
+from searchrl.experiments.runner import parameters_cell_values, plan_run
 
 ROOT = Path(__file__).resolve().parents[1]
 PARAM_FILES = sorted((ROOT / "params").glob("*/*.yaml"))
@@ -86,8 +86,8 @@ ABLATION_CPU_PROFILES = [p for p in PARAM_FILES if p.name == "cpu.yaml" and "arm
 @pytest.mark.slow
 @pytest.mark.parametrize("path", ABLATION_CPU_PROFILES, ids=lambda p: p.parent.name)
 def test_every_arm_of_a_cpu_profile_has_room_for_a_correct_answer_to_each_trained_type(path, tmp_path):
-    from searchrl.ablation.arms import arm_config, parse_arms
-    from searchrl.experiment import Experiment
+    from searchrl.experiments.ablation.arms import arm_config, parse_arms
+    from searchrl.experiments.experiment import Experiment
 
     cfg = plan_run(ROOT / "notebooks" / f"{path.parent.name}.ipynb", [path]).config
     problems = []
@@ -112,7 +112,7 @@ ABLATION_PROFILES = [p for p in PARAM_FILES if p.name in ("cpu.yaml", "gpu.yaml"
 
 @pytest.mark.parametrize("path", ABLATION_PROFILES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_ablation_profile_can_add_the_cold_start_arm(path):
-    from searchrl.ablation.arms import (
+    from searchrl.experiments.ablation.arms import (
         COLD_START_ARM,
         Arm,
         arm_config,

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from searchrl.plots import (
+from searchrl.analysis.plots import (
     RAW_ALPHA,
     ema,
     eval_bars,

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from searchrl.pooled import format_interval, lever_difference, pooled_change, seed_mean
-from searchrl.stats import paired_bootstrap
+from searchrl.analysis.pooled import format_interval, lever_difference, pooled_change, seed_mean
+from searchrl.core.stats import paired_bootstrap
 
 
 def run(folder: Path, stages: dict[str, list[float]], ids: list[str] | None = None, seed: int = 0) -> Path:
@@ -65,7 +65,7 @@ def test_lever_difference_pairs_questions_across_both_sets(tmp_path):
 def test_seeds_command_reports_the_pooled_change_and_another_lever(tmp_path, capsys):
     import json
 
-    from searchrl.seeds import main, pooled_changes, seed_tables, spread
+    from searchrl.analysis.seeds import main, pooled_changes, seed_tables, spread
 
     runs = []
     for seed, gain in enumerate((0.1, 0.3)):

@@ -9,9 +9,9 @@ from trl import SFTConfig
 
 from fakes import short_sft_items
 from searchrl.config import RunConfig
-from searchrl.experiment import Experiment
+from searchrl.experiments.experiment import Experiment
 from searchrl.models import tiny_test_policy
-from searchrl.rundir import RUN_DIR_ENV
+from searchrl.runs.folder import RUN_DIR_ENV
 from searchrl.sft.cold_start import sft_train
 
 

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from searchrl.config import ConfigError, RunConfig
-from searchrl.experiment import Experiment
-from searchrl.rundir import RUN_DIR_ENV
+from searchrl.experiments.experiment import Experiment
+from searchrl.runs.folder import RUN_DIR_ENV
 from searchrl.trainer.probe import probe_records_path, probe_rows, probe_summary
 
 SMALL = {"model": "tiny-random", "world_entities": 40, "n_train": 8, "n_eval": 10, "eval_batch_size": 4,

@@ -9,7 +9,7 @@ import pytest
 
 from searchrl import models
 from searchrl.config import RunConfig
-from searchrl.eval_suite import EvalSuite
+from searchrl.experiments.eval_suite import EvalSuite
 
 
 @pytest.fixture

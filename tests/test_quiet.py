@@ -8,7 +8,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from searchrl.quiet import tied_parameter_names, tied_weights_resume_note
+from searchrl.core.quiet import tied_parameter_names, tied_weights_resume_note
 
 MESSAGE = "There were missing keys in the checkpoint model loaded: {}."  # transformers.Trainer's wording
 

@@ -15,13 +15,14 @@ import pytest
 
 from fakes import MiniProtocol, ScriptedGenerator
 from searchrl.config import RunConfig
+from searchrl.config.service import ServiceConfig, service_problems
 from searchrl.data.schema import Doc
 from searchrl.data.synthetic import make_world
 from searchrl.retrieval import MAX_QUERY_CHARS, RETRIEVERS, BM25Retriever, Retriever, load_retriever, make_retriever
 from searchrl.retrieval.http import HTTPRetriever, ServiceError, ServiceUnavailableError
 from searchrl.retrieval.registry import retriever_class
 from searchrl.retrieval.serve import ServiceThread, bind, build_index, create_app, main, scored_search
-from searchrl.retrieval.service import ServiceConfig, corpus_fingerprint, service_problems, service_url
+from searchrl.retrieval.service import corpus_fingerprint, service_url
 from searchrl.rollout import RetrieverError, RolloutConfig, SearchRollout
 
 PASSAGES = [

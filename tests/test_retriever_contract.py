@@ -11,7 +11,7 @@ import pytest
 
 from fakes import FakeRetriever, MiniProtocol, ScriptedGenerator
 from searchrl.data.schema import make_row
-from searchrl.evaluate import evaluate
+from searchrl.evaluation.evaluate import evaluate
 from searchrl.rollout import RetrieverError, RolloutConfig, SearchRollout, summarize
 
 SCRIPT = [["<search>Entity1</search>", "<answer>1901</answer>"]]

@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 
 from kill_and_resume import assert_same_history, history, kill_after_checkpoint
-from searchrl.ownership import RunOwnership, owner_alive
-from searchrl.rundir import create_run_dir, list_runs, mark_status, read_status
-from searchrl.runner import main
+from searchrl.experiments.runner import main
+from searchrl.runs.folder import create_run_dir
+from searchrl.runs.listing import list_runs
+from searchrl.runs.ownership import RunOwnership, owner_alive
+from searchrl.runs.status import mark_status, read_status
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "params" / "quickstart" / "smoke.yaml"
@@ -25,7 +27,7 @@ REWARD = f"[{Path(__file__).with_name('fault_rewards.py')}:varied]"
 
 def _hold(run_dir: Path) -> subprocess.Popen:
     """Another process that owns `run_dir` until killed."""
-    code = ("import sys, time; from searchrl.ownership import RunOwnership; "
+    code = ("import sys, time; from searchrl.runs.ownership import RunOwnership; "
             f"RunOwnership({str(run_dir)!r}).acquire(); print('owned', flush=True); time.sleep(600)")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "owned"
@@ -140,7 +142,7 @@ def test_resume_skips_half_written_checkpoints(tmp_path, tiny_policy):
     import shutil
 
     from searchrl.models import save_policy
-    from searchrl.rundir import last_complete_checkpoint
+    from searchrl.runs.checkpoints import last_complete_checkpoint
 
     good = save_policy(*tiny_policy, tmp_path / "checkpoint-1")
     (good / "trainer_state.json").write_text(json.dumps({"global_step": 1}))

@@ -1,4 +1,4 @@
-"""Run folders (searchrl.rundir) and the notebook runner (searchrl.runner).
+"""Run folders (searchrl.runs.folder) and the notebook runner (searchrl.experiments.runner).
 
 Runner tests that execute a notebook start a Jupyter kernel (a few seconds each) and are marked slow; the checks
 that must reject bad input before anything runs are fast.
@@ -22,24 +22,23 @@ import pandas as pd
 import pytest
 import yaml
 
-from searchrl import rundir
 from searchrl.config import ConfigError, RunConfig
-from searchrl.rundir import (
-    RUN_DIR_ENV,
-    MetricsHistory,
-    create_run_dir,
-    current_run_dir,
-    git_state,
-    list_runs,
-    load_run,
-    mark_status,
-    read_status,
-    save_figure,
-    write_json,
-    write_provenance,
-    write_trajectories,
+from searchrl.core.files import save_figure, write_json, write_trajectories
+from searchrl.experiments.runner import (
+    NotebookError,
+    RunError,
+    main,
+    parameters_cell_values,
+    plan_run,
+    run_notebook,
+    summarize,
 )
-from searchrl.runner import NotebookError, RunError, main, parameters_cell_values, plan_run, run_notebook, summarize
+from searchrl.runs import folder as rundir
+from searchrl.runs.folder import RUN_DIR_ENV, create_run_dir, current_run_dir
+from searchrl.runs.history import MetricsHistory
+from searchrl.runs.listing import list_runs, load_run
+from searchrl.runs.provenance import git_state, write_provenance
+from searchrl.runs.status import mark_status, read_status
 
 # --------------------------------------------------------------------------------------------------------------
 # run folders
@@ -188,7 +187,7 @@ def test_history_appends_and_reloads(tmp_path: Path) -> None:
 def test_history_survives_a_crash(tmp_path: Path) -> None:
     # A child process logs three steps and dies without any cleanup (os._exit skips finalizers and atexit).
     code = (
-        "import os, sys\nfrom searchrl.rundir import MetricsHistory\nh = MetricsHistory(sys.argv[1])\n"
+        "import os, sys\nfrom searchrl.runs.folder import MetricsHistory\nh = MetricsHistory(sys.argv[1])\n"
         "for i in range(3):\n    h.append({'reward': i / 10})\nos._exit(1)\n"
     )
     done = subprocess.run(
@@ -274,7 +273,7 @@ def test_list_runs_and_load_run(tmp_path: Path) -> None:
 WRITER_CELL = """\
 import os
 from searchrl.config import RunConfig
-from searchrl.rundir import MetricsHistory, current_run_dir, write_json
+from searchrl.runs.folder import MetricsHistory, current_run_dir, write_json
 cfg = RunConfig.from_globals(globals())
 run_dir = current_run_dir("demo", cfg)
 write_json(run_dir / "eval" / "seen.json", {"env": os.environ.get("SEARCHRL_RUN_DIR"), "cfg": cfg.to_dict()})

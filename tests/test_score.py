@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from searchrl.registry import UnknownNameError
-from searchrl.rewards.metrics import cover_exact_match, exact_match, f1_score
-from searchrl.score import main, score_file
-from searchrl.scoring import (
+from searchrl.core.registry import UnknownNameError
+from searchrl.metrics.answers import cover_exact_match, exact_match, f1_score
+from searchrl.metrics.score_file import main, score_file
+from searchrl.metrics.scoring import (
     METRICS,
     cover_exact_match_r1_searcher,
     exact_match_r1_searcher,

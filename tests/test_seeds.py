@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from searchrl import runner
-from searchrl.seeds import format_curves, format_spread, seed_curves, seed_tables, spread, write_seed_report
+from searchrl.analysis.seeds import format_curves, format_spread, seed_curves, seed_tables, spread, write_seed_report
+from searchrl.experiments import runner
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -82,7 +82,7 @@ def trajectories(folder: Path, stage: str, f1: list[float], qtype: str = "single
 
 
 def test_type_tables_are_read_or_rebuilt_from_trajectories(tmp_path):
-    from searchrl.seeds import format_types, run_type_table, seed_types
+    from searchrl.analysis.seeds import format_types, run_type_table, seed_types
 
     old = fake_run(tmp_path / "old", 0.2, 0.4, 0.1)  # a folder from before eval/type_table.json existed
     trajectories(old, "after_cold_start", [0.0] * 10)
@@ -109,7 +109,7 @@ def test_type_tables_are_read_or_rebuilt_from_trajectories(tmp_path):
 
 
 def test_seeds_command_reports_on_folders_run_separately(tmp_path, capsys):
-    from searchrl.seeds import main
+    from searchrl.analysis.seeds import main
 
     runs = [fake_run(tmp_path / "runs" / name, 0.2, rl, low) for name, rl, low in (("a", 0.4, 0.1), ("b", 0.3, -0.1))]
     for seed, run in enumerate(runs):

@@ -14,15 +14,16 @@ import pytest
 
 from fakes import FakeRetriever, MiniProtocol, ScriptedGenerator
 from searchrl.config import ConfigError, RunConfig
+from searchrl.config.service import ServiceConfig
 from searchrl.data.schema import Doc
 from searchrl.data.synthetic import make_world
 from searchrl.retrieval import BM25Retriever
 from searchrl.retrieval.http import HTTPRetriever, ServiceError, ServiceUnavailableError
 from searchrl.retrieval.serve import ServiceThread, bind, create_app
-from searchrl.retrieval.service import ServiceConfig
 from searchrl.rollout import RolloutConfig, SearchRollout, summarize
 from searchrl.rollout.engine import SEARCH_FAILED_NOTICE, RetrieverDownError
-from searchrl.rundir import RUN_DIR_ENV, last_complete_checkpoint
+from searchrl.runs.checkpoints import last_complete_checkpoint
+from searchrl.runs.folder import RUN_DIR_ENV
 
 CORPUS = [Doc(id=f"p{i}", title=f"Entity{i}", text=f"Entity{i} was founded in {1900 + i}.") for i in range(6)]
 QUICK = RolloutConfig(retriever_timeout_s=2.0, retriever_retries=0, retriever_backoff_s=0.01)
@@ -96,7 +97,7 @@ def test_a_service_over_another_corpus_is_refused_at_once_not_waited_for():
 
 
 def test_a_run_waits_for_its_service_before_any_search(tmp_path, monkeypatch, capsys):
-    from searchrl.experiment import Experiment
+    from searchrl.experiments.experiment import Experiment
 
     params = {"model": "tiny-random", "world_entities": 40, "n_train": 4, "n_eval": 2, "rl_steps": 0,
               "sft_examples": 0, "world_passage_words": 20, "output_root": str(tmp_path), "service_wait_s": 20}
@@ -189,7 +190,7 @@ def test_the_client_checks_the_corpus_again_after_an_outage():
 # once cached each takes seconds.
 
 def _training(tmp_path, monkeypatch, **changes):
-    from searchrl.experiment import Experiment
+    from searchrl.experiments.experiment import Experiment
 
     monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path / "run"))
     params = {"model": "tiny-searcher", "world_entities": 40, "n_train": 8, "n_eval": 2, "sft_examples": 0,

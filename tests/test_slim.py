@@ -6,10 +6,11 @@ import json
 
 import pytest
 
-from searchrl.ablation import layout
-from searchrl.pooled import stage_scores
-from searchrl.rundir import stage_trajectories_path, write_json, write_trajectories
-from searchrl.slim import copy_evidence, main, refresh_slim_copy, slim_copy
+from searchrl.analysis.pooled import stage_scores
+from searchrl.core.files import write_json, write_trajectories
+from searchrl.experiments.ablation import layout
+from searchrl.runs.folder import stage_trajectories_path
+from searchrl.runs.slim import copy_evidence, main, refresh_slim_copy, slim_copy
 
 
 def _run_folder(root):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from fakes import FakeRetriever, MiniProtocol, ScriptedGenerator, mini_trainer
-from searchrl.progress import attach_stage_bar, stage_progress
+from searchrl.core.progress import attach_stage_bar, stage_progress
 from searchrl.rollout import RolloutConfig, SearchRollout
 
 ROWS = [{"id": f"q{i}", "question": f"When was Entity{i} founded?", "golden_answers": ["1901"],

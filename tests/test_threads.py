@@ -7,8 +7,8 @@ import warnings
 
 import torch
 
-from searchrl import threads
-from searchrl.threads import apply_torch_threads, contention_warning
+from searchrl.core import threads
+from searchrl.core.threads import apply_torch_threads, contention_warning
 
 
 def test_the_warning_names_the_thread_count_that_fits():

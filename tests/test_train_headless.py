@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from searchrl.rundir import read_status
-from searchrl.train import main
+from searchrl.experiments.train import main
+from searchrl.runs.status import read_status
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "params" / "quickstart" / "smoke.yaml"

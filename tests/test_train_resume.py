@@ -14,8 +14,9 @@ import pytest
 
 from fakes import free_port
 from kill_and_resume import assert_same_history, kill_after_checkpoint
-from searchrl.rundir import create_run_dir, mark_status, read_status
-from searchrl.train import main
+from searchrl.experiments.train import main
+from searchrl.runs.folder import create_run_dir
+from searchrl.runs.status import mark_status, read_status
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "params" / "quickstart" / "smoke.yaml"
@@ -24,7 +25,7 @@ ENV = {"HF_HUB_OFFLINE": "1", **os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_
 
 
 def _launch(*args: str) -> list[str]:
-    """`accelerate launch` of searchrl.train in two CPU processes (launch/cpu_2proc.yaml)."""
+    """`accelerate launch` of searchrl.experiments.train in two CPU processes (launch/cpu_2proc.yaml)."""
     return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(ROOT / "launch" / "cpu_2proc.yaml"),
             "--num_processes", "2", "--main_process_port", str(free_port()), "-m", "searchrl.train", *args]
 
@@ -76,7 +77,7 @@ def test_resume_refuses_a_live_run_a_folder_that_is_no_run_and_parameter_files(t
     assert "resume: true" in out and "rl_steps: 3" in out and "model: tiny-searcher" in out
 
     mark_status(run_dir, "running")
-    code = ("import time; from searchrl.ownership import RunOwnership; "
+    code = ("import time; from searchrl.runs.ownership import RunOwnership; "
             f"RunOwnership({str(run_dir)!r}).acquire(); print('owned', flush=True); time.sleep(600)")
     owner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from searchrl.evaluate import EvalResult
-from searchrl.plots import type_change_bars
-from searchrl.type_table import ALL, WITHOUT_GUESSED, type_table
+from searchrl.analysis.plots import type_change_bars
+from searchrl.evaluation.evaluate import EvalResult
+from searchrl.evaluation.type_table import ALL, WITHOUT_GUESSED, type_table
 
 
 def stage(f1: dict[str, list[float]], searches: float = 1.0) -> EvalResult:

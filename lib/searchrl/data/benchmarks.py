@@ -2,7 +2,7 @@
 
 ``load_benchmark("r1s_2wiki", limit=100, seed=0)`` reads the question file from the data folder
 (``default_data_dir()``: ``$SEARCHRL_DATA`` or ``../shared/data``; or ``data_dir=``), subsamples it, and builds
-the benchmark's corpus. Benchmarks are a :class:`~searchrl.registry.Registry` (``BENCHMARKS``), so an evaluation
+the benchmark's corpus. Benchmarks are a :class:`~searchrl.core.registry.Registry` (``BENCHMARKS``), so an evaluation
 picks one by string and users add their own :class:`BenchmarkSpec`.
 
 No full Wikipedia dump is available offline, so every corpus here is a small real one, chosen per benchmark and
@@ -56,6 +56,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from searchrl.core.registry import Registry, is_import_path
 from searchrl.data.loaders import (
     DATA_ENV_VAR,
     corpus_from_traces,
@@ -65,7 +66,6 @@ from searchrl.data.loaders import (
     pooled_corpus,
 )
 from searchrl.data.schema import Doc, QARow
-from searchrl.registry import Registry, is_import_path
 
 HOTPOTQA_FILES = tuple(f"hotpotqa-distractor/hotpotqa_{split}.jsonl" for split in ("train", "dev", "test"))
 HOPS = ("single", "multi", "any")

@@ -8,13 +8,13 @@ and the prediction and says whether the prediction is correct.
 Backends are registered in `JUDGE_BACKENDS` and picked by the setting string (see `searchrl.judge.setting`).
 """
 
-from .base import Chat, Judge
-from .cache import VerdictCache, verdict_key
-from .endpoint import EndpointJudge, JudgeEndpointError, chat_completions_url
-from .local import DEFAULT_LOCAL_JUDGE, LocalJudge
-from .score import JUDGE_FIELD, JudgeSummary, score_records
-from .setting import JUDGE_BACKENDS, judge_setting_problem, make_judge, parse_endpoint_argument
-from .verdict import JUDGE_PROMPT, PROMPT_VERSION, Verdict, judge_messages, judge_prompt, parse_verdict
+from searchrl.judge.base import Chat, Judge
+from searchrl.judge.cache import VerdictCache, verdict_key
+from searchrl.judge.endpoint import EndpointJudge, JudgeEndpointError, chat_completions_url
+from searchrl.judge.local import DEFAULT_LOCAL_JUDGE, LocalJudge
+from searchrl.judge.score import JUDGE_FIELD, JudgeSummary, score_records
+from searchrl.judge.setting import JUDGE_BACKENDS, judge_setting_problem, make_judge, parse_endpoint_argument
+from searchrl.judge.verdict import JUDGE_PROMPT, PROMPT_VERSION, Verdict, judge_messages, judge_prompt, parse_verdict
 
 __all__ = [
     "DEFAULT_LOCAL_JUDGE", "JUDGE_BACKENDS", "JUDGE_FIELD", "JUDGE_PROMPT", "PROMPT_VERSION", "Chat", "EndpointJudge",

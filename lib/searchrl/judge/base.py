@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .verdict import Verdict, judge_messages, parse_verdict
+from searchrl.judge.verdict import Verdict, judge_messages, parse_verdict
 
 Chat = list[dict[str, str]]
 

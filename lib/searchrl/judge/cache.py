@@ -15,7 +15,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from .verdict import PROMPT_VERSION, Verdict, parse_verdict
+from searchrl.judge.verdict import PROMPT_VERSION, Verdict, parse_verdict
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .base import Chat, Judge
+from searchrl.judge.base import Chat, Judge
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 BASE_URL_ENV = "OPENAI_BASE_URL"

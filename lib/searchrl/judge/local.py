@@ -11,9 +11,8 @@ from typing import Any
 
 import torch
 
+from searchrl.judge.base import Chat, Judge
 from searchrl.models import DEFAULT_POLICY, load_policy
-
-from .base import Chat, Judge
 
 DEFAULT_LOCAL_JUDGE = DEFAULT_POLICY
 

@@ -1,6 +1,6 @@
 """Score evaluation records with a judge: adds `judge` (1/0) to each record and returns the mean (ACC_L).
 
-Records are dicts with `question`, `golden_answers` and `prediction` (what `searchrl.evaluate` writes per question),
+Records are dicts with `question`, `golden_answers` and `prediction` (what `searchrl.evaluation.evaluate` writes per question),
 or a DataFrame with those columns (`EvalResult.records`), which gets the judge columns added.
 Verdicts already in the cache are not asked again; new ones are written to it batch by batch, so an interrupted run
 resumes where it stopped. When an endpoint request fails for good, the replies its batch already got are cached
@@ -15,13 +15,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from searchrl.progress import progress_bar
-
-from .base import Judge
-from .cache import VerdictCache, verdict_key
-from .endpoint import JudgeEndpointError
-from .setting import make_judge
-from .verdict import Verdict, parse_verdict
+from searchrl.core.progress import progress_bar
+from searchrl.judge.base import Judge
+from searchrl.judge.cache import VerdictCache, verdict_key
+from searchrl.judge.endpoint import JudgeEndpointError
+from searchrl.judge.setting import make_judge
+from searchrl.judge.verdict import Verdict, parse_verdict
 
 JUDGE_FIELD = "judge"
 

@@ -16,11 +16,10 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from searchrl.registry import Registry
-
-from .base import Judge
-from .endpoint import EndpointJudge
-from .local import DEFAULT_LOCAL_JUDGE, LocalJudge
+from searchrl.core.registry import Registry
+from searchrl.judge.base import Judge
+from searchrl.judge.endpoint import EndpointJudge
+from searchrl.judge.local import DEFAULT_LOCAL_JUDGE, LocalJudge
 
 JudgeFactory = Callable[..., Judge]
 JUDGE_BACKENDS: Registry[JudgeFactory] = Registry("judge backend", normalize=lambda name: name.strip().lower())

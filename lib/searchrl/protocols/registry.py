@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from searchrl.core.registry import Registry
 from searchrl.protocols.base import SearchProtocol
 from searchrl.protocols.r1_searcher import R1SearcherProtocol
 from searchrl.protocols.r1_searcher_pp import R1SearcherPPProtocol
 from searchrl.protocols.r_search import RSearchProtocol
 from searchrl.protocols.search_r1 import SearchR1Protocol
 from searchrl.protocols.search_r1_compact import SearchR1CompactProtocol
-from searchrl.registry import Registry
 
 
 def _normalize(name: str) -> str:

@@ -4,7 +4,8 @@ of a shared retrieval service (`http://HOST:PORT`) and of web search APIs (`web+
 Importing this package is cheap: bm25s, sentence-transformers and faiss load only when a retriever is built.
 """
 
-from searchrl.retrieval.base import MAX_QUERY_CHARS, BaseRetriever, Doc, Retriever
+from searchrl.config.service import MAX_QUERY_CHARS
+from searchrl.retrieval.base import BaseRetriever, Doc, Retriever
 from searchrl.retrieval.bm25 import BM25Retriever
 from searchrl.retrieval.dense import DenseRetriever
 from searchrl.retrieval.registry import RETRIEVERS, load_retriever, make_retriever

@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+from searchrl.config.service import MAX_QUERY_CHARS
 from searchrl.data.schema import Doc
 
-MAX_QUERY_CHARS = 2000  # generous for any real question; bounds the cost of a runaway generation
 MANIFEST_NAME = "retriever.json"
 CORPUS_NAME = "corpus.jsonl"
 FORMAT_VERSION = 1

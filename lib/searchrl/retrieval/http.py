@@ -37,8 +37,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit
 
+from searchrl.config.service import ServiceConfig
 from searchrl.retrieval.base import Doc, check_k, clean_queries
-from searchrl.retrieval.service import HEALTH_PATH, SEARCH_PATH, ServiceConfig, corpus_fingerprint, service_url
+from searchrl.retrieval.service import HEALTH_PATH, SEARCH_PATH, corpus_fingerprint, service_url
 
 ScoredDoc = tuple[Doc, "float | None"]
 RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})

@@ -12,12 +12,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from searchrl.registry import Registry, UnknownNameError
+from searchrl.config.service import WEB_SEARCH_PREFIX
+from searchrl.core.registry import Registry, UnknownNameError
 from searchrl.retrieval.base import BaseRetriever, Doc, read_manifest
 from searchrl.retrieval.bm25 import BM25Retriever
 from searchrl.retrieval.dense import DenseRetriever
 from searchrl.retrieval.http import HTTPRetriever
-from searchrl.retrieval.service import WEB_SEARCH_PREFIX, service_url
+from searchrl.retrieval.service import service_url
 from searchrl.retrieval.web import WebSearchRetriever, web_search_url
 
 

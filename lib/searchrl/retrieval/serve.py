@@ -38,17 +38,11 @@ except ImportError as error:  # the service's own dependencies; the HTTP client 
     raise ImportError(f"the retrieval service needs fastapi and uvicorn ({error}): pip install fastapi uvicorn "
                       "(or the project's `serve` extra)") from None
 
+from searchrl.config.service import ServiceConfig
 from searchrl.retrieval.base import BaseRetriever, Doc, check_k, clean_queries
 from searchrl.retrieval.bm25 import BM25Retriever, top_k_indices
 from searchrl.retrieval.registry import RETRIEVERS, load_retriever, make_retriever
-from searchrl.retrieval.service import (
-    HEALTH_PATH,
-    SEARCH_PATH,
-    ServiceConfig,
-    corpus_fingerprint,
-    doc_to_json,
-    service_url,
-)
+from searchrl.retrieval.service import HEALTH_PATH, SEARCH_PATH, corpus_fingerprint, doc_to_json, service_url
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000

@@ -38,6 +38,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlencode, urljoin, urlsplit
 
+from searchrl.config.service import WEB_SEARCH_PREFIX, ServiceConfig, is_web_search_name
+from searchrl.config.web_search import DEFAULT_FIELDS, WebSearchConfig, web_search_problems, web_search_url
+from searchrl.core.settings import raise_problems
 from searchrl.retrieval.base import Doc, check_k, clean_queries
 from searchrl.retrieval.http import (
     RETRYABLE_STATUS,
@@ -50,8 +53,6 @@ from searchrl.retrieval.http import (
     ServiceError,
     error_detail,
 )
-from searchrl.retrieval.service import WEB_SEARCH_PREFIX, ServiceConfig, is_web_search_name
-from searchrl.retrieval.web_settings import DEFAULT_FIELDS, WebSearchConfig, web_search_problems, web_search_url
 from searchrl.retrieval.web_text import (
     MISSING,
     SUMMARY_INSTRUCTION,
@@ -64,7 +65,6 @@ from searchrl.retrieval.web_text import (
     page_text,
     plain_text,
 )
-from searchrl.settings import raise_problems
 
 _PAGE_BYTES = 2 * 1024 * 1024  # enough for the text of any article; bounds a runaway download
 _PAGE_TIMEOUT_S = 10.0

@@ -8,14 +8,20 @@ Reward functions return one float per completion. None ("not applicable" in TRL)
 evidence reward can be configured to return it for completions without evidence (see evidence.py).
 """
 
-from .answer import AnswerReward
-from .base import RewardFunction, RewardSpec
-from .evidence import EVIDENCE_TEMPLATE, EvidenceReward, TransformersAnswerer, evidence_prompt, load_answerer
-from .format import FormatReward, RSearchFormatReward, r_search_format_reward
-from .group import GroupReward, group_reward
-from .inputs import completion_text
-from .metrics import cover_exact_match, exact_match, f1_score, normalize_answer, word_count
-from .registry import (
+from searchrl.metrics.answers import cover_exact_match, exact_match, f1_score, normalize_answer, word_count
+from searchrl.rewards.answer import AnswerReward
+from searchrl.rewards.base import RewardFunction, RewardSpec
+from searchrl.rewards.evidence import (
+    EVIDENCE_TEMPLATE,
+    EvidenceReward,
+    TransformersAnswerer,
+    evidence_prompt,
+    load_answerer,
+)
+from searchrl.rewards.format import FormatReward, RSearchFormatReward, r_search_format_reward
+from searchrl.rewards.group import GroupReward, group_reward
+from searchrl.rewards.inputs import completion_text
+from searchrl.rewards.registry import (
     PRESET_PREFIX,
     REWARD_PRESETS,
     REWARDS,
@@ -26,7 +32,7 @@ from .registry import (
     reward_options,
     reward_problems,
 )
-from .search_count import RepeatedQueryPenalty, RetrievalReward
+from searchrl.rewards.search_count import RepeatedQueryPenalty, RetrievalReward
 
 __all__ = [
     "EVIDENCE_TEMPLATE",

@@ -5,7 +5,7 @@
   itself (as R1-Searcher's released evaluation scores); R-Search eq. 3: the same F1 without that rule (`f1_r_search`,
   as R-Search's released code scores).
 - Cover-EM here is a contiguous run of whole words after SQuAD normalisation; R1-Searcher's released evaluation uses
-  a bag-of-words test (`searchrl.scoring`, `cem:r1_searcher`), so `cem_pm1` is the equation's reading, not its code's.
+  a bag-of-words test (`searchrl.metrics.scoring`, `cem:r1_searcher`), so `cem_pm1` is the equation's reading, not its code's.
 - R1-Searcher eq. 5 (the answer-reward ablation of Table 5): +1 when EM (resp. CEM) holds, -1 otherwise (`em_pm1`,
   `cem_pm1`). The paper uses F1 directly as its own reward in that ablation, so there is no +-1 form of F1.
 - R1-Searcher++ eq. 4: cover-EM that counts as wrong when the answer exceeds 10 words (`cem_10w`).
@@ -23,12 +23,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from searchrl.metrics.answers import cover_exact_match, exact_match, f1_score, word_count
 from searchrl.protocols.base import SearchProtocol
-
-from .base import REWARDS, RewardFunction, RewardSpec
-from .inputs import Sample, column
-from .metrics import cover_exact_match, exact_match, f1_score, word_count
-from .search_count import support_recall
+from searchrl.rewards.base import REWARDS, RewardFunction, RewardSpec
+from searchrl.rewards.inputs import Sample, column
+from searchrl.rewards.search_count import support_recall
 
 METRICS = {"em": exact_match, "cem": cover_exact_match, "f1": f1_score}
 

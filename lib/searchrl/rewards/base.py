@@ -10,10 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from searchrl.core.registry import Registry
 from searchrl.protocols.base import SearchProtocol
-from searchrl.registry import Registry
-
-from .inputs import Sample, read_samples
+from searchrl.rewards.inputs import Sample, read_samples
 
 
 class RewardFunction:

@@ -22,23 +22,27 @@ reward then covers judged samples only.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
+from searchrl.config.evidence import AUTO, POLICY, EvidenceConfig, answerer_problem
+from searchrl.metrics.answers import f1_score
 from searchrl.protocols.base import Parsed, SearchProtocol
+from searchrl.rewards.base import REWARDS, RewardFunction, RewardSpec
+from searchrl.rewards.inputs import Sample, column
 
-from .base import REWARDS, RewardFunction, RewardSpec
-from .inputs import Sample, column
-from .metrics import f1_score
+__all__ = ["CROSS_FAMILY_ANSWERERS", "DEFAULT_ANSWERER_MODEL", "EVIDENCE_TEMPLATE", "FALLBACK_POLICY", "Answerer", "EvidenceAnswererWarning", "EvidenceReward", "TransformersAnswerer", "evidence_prompt", "first_line", "install_hint", "judged_evidence", "load_answerer", "resolve_answerer"]
 
-AUTO = "auto"  # a bundled model of another family when installed, else the policy (with a warning)
-POLICY = "policy"  # the policy's own starting model, on purpose (no warning)
+
 # What "auto" tries, in order: the first installed one whose family differs from the policy's answers.
 CROSS_FAMILY_ANSWERERS = ("gemma3-270m", "smollm2-135m-instruct")
+
+
 FALLBACK_POLICY = "smollm2-135m-instruct"  # the policy assumed when the caller does not name one (the default)
+
+
 DEFAULT_ANSWERER_MODEL = AUTO
+
 
 try:  # one source of truth: the R-Search protocol's Table 5 template ({evidence} and {query} are filled in)
     from searchrl.protocols.r_search import EVIDENCE_TEMPLATE
@@ -48,46 +52,12 @@ except ImportError:  # the protocol module is absent: the same template, kept he
         "words.\nThe following are given passages: {evidence}\nQuestion: {query}\nAnswer:"
     )
 
+
 Answerer = Callable[[list[str]], list[str]]
 
 
 class EvidenceAnswererWarning(UserWarning):
     """The evidence answerer is not of another model family than the policy (none is installed)."""
-
-
-@dataclass(frozen=True)
-class EvidenceConfig:
-    """The frozen model that answers from a policy's evidence: R-Search's evidence reward and R-Search-as-a-Tool."""
-
-    # == evidence ==
-    evidence_answerer: str = AUTO
-    """Frozen model answering from the policy's evidence (R-Search eq. 4): auto (an installed bundled model of
-    another family than the policy, e.g. gemma3-270m; else the policy's starting model, with a warning), policy, a
-    bundled name, a local model folder or a hub id."""
-
-
-def answerer_problem(value: Any) -> str | None:
-    """What is wrong with an `evidence_answerer` value, or None (a folder or hub id is checked when it loads)."""
-    if not isinstance(value, str) or not value.strip():
-        return f"evidence_answerer must be a non-empty string (auto, policy, a model name or path), got {value!r}"
-    from searchrl.models import BUNDLED, TINY_POLICIES
-
-    value = value.strip()
-    if value in (AUTO, POLICY) or value in BUNDLED or value in TINY_POLICIES:
-        return None
-    if Path(value).expanduser().exists() or "/" in value:
-        return None
-    known = ", ".join([AUTO, POLICY, *sorted(BUNDLED), *TINY_POLICIES])
-    return (f"evidence_answerer {value!r} is neither one of {known}, an existing model folder, nor a hub id of "
-            "the form 'org/name'")
-
-
-def evidence_problems(values: Mapping[str, Any] | Any) -> list[tuple[str, str]]:
-    """(key, message) for every bad `EvidenceConfig` setting in `values` (a mapping or an object with the fields)."""
-    value = values.get("evidence_answerer", AUTO) if isinstance(values, Mapping) else getattr(
-        values, "evidence_answerer", AUTO)
-    problem = answerer_problem(value)
-    return [("evidence_answerer", problem)] if problem else []
 
 
 def install_hint() -> str:
@@ -273,7 +243,7 @@ class EvidenceReward(RewardFunction):
         if self._answerer is None:
             # First use is usually inside an RL step, whose bar still shows the phase before it while the model
             # loads (and, the first time ever, converts): say what the wait is.
-            from searchrl.progress import say
+            from searchrl.core.progress import say
 
             say(f"reward {self.__name__}: loading its evidence answerer {self.answerer_model} (once)")
             self._answerer = load_answerer(
@@ -306,25 +276,3 @@ class EvidenceReward(RewardFunction):
 
 
 REWARDS.register("evidence_r_search", RewardSpec(EvidenceReward, {}), doc="F1 of a frozen model answering from the evidence (R-Search eq. 4)")
-
-__all__ = [
-    "AUTO",
-    "CROSS_FAMILY_ANSWERERS",
-    "DEFAULT_ANSWERER_MODEL",
-    "EVIDENCE_TEMPLATE",
-    "FALLBACK_POLICY",
-    "POLICY",
-    "Answerer",
-    "EvidenceAnswererWarning",
-    "EvidenceConfig",
-    "EvidenceReward",
-    "TransformersAnswerer",
-    "answerer_problem",
-    "evidence_problems",
-    "evidence_prompt",
-    "first_line",
-    "install_hint",
-    "judged_evidence",
-    "load_answerer",
-    "resolve_answerer",
-]

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from searchrl.metrics.answers import word_count
 from searchrl.protocols import get_protocol
-from searchrl.rewards.metrics import word_count
 
 
 def concise_answer(prompts: list[Any], completions: list[Any], protocol: str = "search_r1", **kwargs: Any) -> list[float]:

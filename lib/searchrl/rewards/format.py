@@ -15,9 +15,8 @@ import re
 from typing import Any
 
 from searchrl.protocols.base import SearchProtocol
-
-from .base import REWARDS, RewardFunction, RewardSpec
-from .inputs import Sample
+from searchrl.rewards.base import REWARDS, RewardFunction, RewardSpec
+from searchrl.rewards.inputs import Sample
 
 # R-Search's evidence tags; a protocol may override them with `evidence_open` / `evidence_close` attributes.
 DEFAULT_EVIDENCE_OPEN = "<original_evidence>"

@@ -16,10 +16,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from searchrl.protocols.base import SearchProtocol
-
-from .answer import AnswerReward
-from .base import REWARDS, RewardFunction, RewardSpec
-from .inputs import Sample, column, prompt_key
+from searchrl.rewards.answer import AnswerReward
+from searchrl.rewards.base import REWARDS, RewardFunction, RewardSpec
+from searchrl.rewards.inputs import Sample, column, prompt_key
 
 
 def group_reward(num_searches: Sequence[int], correct: Sequence[bool], eta: float = 2.0) -> list[float]:

@@ -6,9 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from searchrl.metrics.answers import as_answer_list
 from searchrl.protocols.base import Parsed, SearchProtocol
-
-from .metrics import as_answer_list
 
 
 def completion_text(completion: Any) -> str:

@@ -16,11 +16,9 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from searchrl.core.registry import Registry, UnknownNameError
 from searchrl.protocols.base import SearchProtocol
-from searchrl.registry import Registry, UnknownNameError
-
-from . import answer, evidence, format, group, search_count  # noqa: F401  (each module registers its rewards)
-from .base import REWARDS, RewardFunction, RewardSpec
+from searchrl.rewards.base import REWARDS, RewardFunction, RewardSpec
 
 PRESET_PREFIX = "preset:"
 

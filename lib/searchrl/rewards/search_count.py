@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from searchrl.metrics.answers import normalize_answer
 from searchrl.protocols.base import SearchProtocol
-
-from .base import REWARDS, RewardFunction, RewardSpec
-from .inputs import Sample, column
-from .metrics import normalize_answer
+from searchrl.rewards.base import REWARDS, RewardFunction, RewardSpec
+from searchrl.rewards.inputs import Sample, column
 
 
 class RetrievalReward(RewardFunction):

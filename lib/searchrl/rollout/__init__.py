@@ -6,7 +6,8 @@ generators.py  turn generators: transformers (cached across turns, or whole-sequ
 kv_turns.py    the KV cache kept across turns; kv_batch.py its batch with hole columns
 """
 
-from searchrl.rollout.base import RolloutConfig, TurnGenerator, TurnOutput, cut_turn, first_stop_end
+from searchrl.config.rollout import RolloutConfig
+from searchrl.rollout.base import TurnGenerator, TurnOutput, cut_turn, first_stop_end
 from searchrl.rollout.engine import RetrieverError, SearchRollout, Trajectory, summarize
 from searchrl.rollout.generators import CachedHFTurnGenerator, HFTurnGenerator, Sampler, VLLMTurnGenerator
 

@@ -29,9 +29,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from searchrl.progress import progress_bar
+from searchrl.config.rollout import RolloutConfig
+from searchrl.core.progress import progress_bar
 from searchrl.protocols.base import SearchProtocol
-from searchrl.rollout.base import RolloutConfig, TurnGenerator, first_stop_end, shortest_prefix
+from searchrl.rollout.base import TurnGenerator, first_stop_end, shortest_prefix
 
 # The observation in place of documents when the retriever stayed down: it names the failure, so that it is not
 # mistaken for (or trained as) a search that found nothing.

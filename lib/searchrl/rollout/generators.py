@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from searchrl.rollout.base import RolloutConfig, TurnOutput, cut_turn, first_stop_end
+from searchrl.config.rollout import RolloutConfig
+from searchrl.rollout.base import TurnOutput, cut_turn, first_stop_end
 from searchrl.rollout.kv_turns import KVTurns, kv_reuse_supported
 
 

@@ -9,9 +9,9 @@ world with a knowledge split, `fact_statement_items`: the statements that teach 
 """
 
 from searchrl.data.synthetic.trajectories import fact_statement_items, templated_trajectories
+from searchrl.data.tokenize import IGNORE_INDEX, tokenize_sft
 from searchrl.sft.cold_start import make_sft_trainer, sft_train
 from searchrl.sft.rejection import rejection_sampled_trajectories
-from searchrl.sft.tokenize import IGNORE_INDEX, tokenize_sft
 
 __all__ = ["IGNORE_INDEX", "fact_statement_items", "make_sft_trainer", "rejection_sampled_trajectories", "sft_train",
            "templated_trajectories", "tokenize_sft"]

@@ -17,8 +17,8 @@ from typing import Any
 
 from datasets import Dataset
 
-from searchrl.quiet import silence_known_warnings, tied_weights_resume_note
-from searchrl.sft.tokenize import IGNORE_INDEX, tokenize_sft
+from searchrl.core.quiet import silence_known_warnings, tied_weights_resume_note
+from searchrl.data.tokenize import IGNORE_INDEX, tokenize_sft
 
 silence_known_warnings()
 
@@ -43,7 +43,7 @@ def sft_train(model, tokenizer, items: Sequence[Mapping] | Dataset, args, *, sta
     was_training = model.training
     trainer = make_sft_trainer(model, tokenizer, items, args)
     if stage_bar is not None:
-        from searchrl.progress import attach_stage_bar
+        from searchrl.core.progress import attach_stage_bar
 
         attach_stage_bar(trainer, stage_bar, {"loss": "loss"})
     dataset = trainer.train_dataset

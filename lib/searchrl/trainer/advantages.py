@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from searchrl.registry import Registry
+from searchrl.core.registry import Registry
 
 
 @dataclass

@@ -16,6 +16,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from searchrl.config.choices import DRAW_SIZES
+
 
 def informative_groups(rewards: torch.Tensor, num_generations: int) -> torch.Tensor:
     """(groups,) bool: whether the rewards within each group of `num_generations` consecutive samples differ."""
@@ -23,8 +25,6 @@ def informative_groups(rewards: torch.Tensor, num_generations: int) -> torch.Ten
     return grouped.max(dim=1).values != grouped.min(dim=1).values
 
 
-DRAW_SIZES = ("batch", "shortfall")
-"""How many questions an extra draw takes: a whole batch (DAPO), or what the missing groups need (`extra_draw_size`)."""
 
 
 def extra_draw_size(mode: str, missing: int, found: int, drawn: int, batch: int) -> int:

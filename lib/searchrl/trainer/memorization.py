@@ -25,70 +25,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
+from searchrl.config.memorization import MemorizationConfig
 from searchrl.protocols.base import SearchProtocol
-from searchrl.settings import raise_problems
 
+__all__ = ["EXTRACTIVE", "REWRITE_TEMPLATE", "Candidate", "MemorizationExample", "Memorizer", "Rewriter", "answer_checker", "best_sentence", "check_rewrite", "extractive_rewrite", "load_rewriter", "masked_nll", "memorization_batch", "memorization_nll", "observation_texts", "retrieved_documents", "rewrite_candidate", "rewrite_prompt", "rollout_segments", "split_round_robin", "tokenize_rewrite"]
 
-@dataclass(frozen=True)
-class MemorizationConfig:
-    """Settings of the memorization loss (R1-Searcher++ eq. 8-9). Off unless `memorization_coef` > 0."""
-
-    # == memorization ==
-    memorization_coef: float = 0.0
-    """mu of eq. 9: weight of the rewrite NLL added to the RL loss (0: off; the paper uses 0.1)."""
-    rewrite_model: str = ""
-    """The model that rewrites searched rollouts as internal reasoning: a model name or folder ("": the policy), or
-    "extractive": each search and its result replaced by the best-matching retrieved sentence in an internal-answer
-    span, the rollout's own reasoning kept (no model; for policies too small to follow the rewrite prompt)."""
-    rewrite_max_new_tokens: int = 512
-    """Most tokens one rewrite may generate; a rewrite cut off by this limit is rejected."""
-    rewrite_batch_size: int = 8
-    """Rewrites generated together in one batch."""
-    max_rewrites_per_step: int = 0
-    """Most rollouts rewritten per generation batch and process (0: every correct rollout that searched)."""
-
-    def __post_init__(self) -> None:
-        values = {f.name: getattr(self, f.name) for f in fields(MemorizationConfig)}
-        raise_problems("MemorizationConfig", memorization_problems(values))
-
-    @property
-    def memorization_on(self) -> bool:
-        """Whether the memorization loss is on."""
-        return self.memorization_coef > 0
-
-    @classmethod
-    def from_object(cls, source: Any) -> MemorizationConfig:
-        """The memorization settings of an object that has them all as attributes (a RunConfig inheriting them)."""
-        return cls(**{f.name: getattr(source, f.name) for f in fields(cls)})
-
-    def memorization_dict(self) -> dict[str, Any]:
-        """The settings as a plain dict (for JSON records; named so as not to clash with RunConfig's methods)."""
-        return {f.name: getattr(self, f.name) for f in fields(MemorizationConfig)}
-
-
-def memorization_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(field, message) for every bad memorization setting in `values` (a mapping holding the field names)."""
-    problems = []
-    coef = values["memorization_coef"]
-    if not isinstance(coef, (int, float)) or coef < 0:
-        problems.append(("memorization_coef", f"memorization_coef must be a number >= 0, got {coef!r}"))
-    if not isinstance(values["rewrite_model"], str):
-        model = values["rewrite_model"]
-        problems.append(("rewrite_model", f'rewrite_model must be a model name or folder ("": the policy), got {model!r}'))
-    for name, low in (("rewrite_max_new_tokens", 1), ("rewrite_batch_size", 1), ("max_rewrites_per_step", 0)):
-        value = values[name]
-        if not isinstance(value, int) or value < low:
-            problems.append((name, f"{name} must be an integer >= {low}, got {value!r}"))
-    return problems
-
-
-# ---- the rewrite prompt --------------------------------------------------------------------------------------------
 
 # Our wording of the instructions of the paper's Appendix B rewriting prompt: the documents are to be treated as the
 # model's own memory, nothing may suggest they were handed over, every sub-question is answered as internal
@@ -153,10 +100,12 @@ def observation_texts(completion_ids: Sequence[int], env_mask: Sequence[int], to
     return [text for text, sampled in rollout_segments(completion_ids, env_mask, tokenizer) if not sampled]
 
 
-# ---- the extractive rewrite (rewrite_model: extractive) -----------------------------------------------------------
-
 EXTRACTIVE = "extractive"
+
+
 _WORD = re.compile(r"[a-z0-9]+")
+
+
 _STOP = frozenset(("the", "a", "an", "of", "in", "on", "at", "to", "is", "was", "were", "who", "what", "where", "when",
                    "which", "how", "did", "does", "do", "by", "for", "and", "or", "from", "with", "as", "its", "it",
                    "his", "her", "their", "this", "that", "be"))
@@ -244,11 +193,10 @@ def extractive_rewrite(candidate: Candidate, protocol: SearchProtocol, notices: 
     return re.sub(r"[ \t]+", " ", "".join(out)).strip()
 
 
-# ---- which rollouts are rewritten, and which rewrites are kept ----------------------------------------------------
-
 # Phrases that give away that knowledge came from outside (the rewrite prompt forbids them), lower case.
 SOURCE_PHRASES = ("what you know", "search result", "retrieved", "information provided", "provided information",
                   "given information", "the documents", "the passage", "according to the document")
+
 
 AnswerCheck = Callable[[str | None, Sequence[str]], bool]
 
@@ -322,9 +270,6 @@ def check_rewrite(text: str, finished: bool, golden_answers: Sequence[str], prot
     return None
 
 
-# ---- generating rewrites -------------------------------------------------------------------------------------------
-
-
 class Rewriter:
     """Greedy rewrites from a causal LM: `rewriter(prompts) -> [(text, finished)]`, finished meaning it reached EOS.
 
@@ -363,9 +308,6 @@ class Rewriter:
         finally:
             self.model.train(was_training)
         return out
-
-
-# ---- the loss ------------------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -442,9 +384,6 @@ def split_round_robin(items: Sequence[Any], parts: int) -> list[list[Any]]:
     return [list(items[i::parts]) for i in range(parts)]
 
 
-# ---- tying it together ---------------------------------------------------------------------------------------------
-
-
 class Memorizer:
     """Rewrites candidates, checks the rewrites and tokenises the kept ones for the policy.
 
@@ -504,30 +443,3 @@ def load_rewriter(config: MemorizationConfig, policy, policy_tokenizer, device) 
     model.eval().requires_grad_(False)
     return Rewriter(model, tokenizer, max_new_tokens=config.rewrite_max_new_tokens,
                     batch_size=config.rewrite_batch_size)
-
-
-__all__ = [
-    "EXTRACTIVE",
-    "REWRITE_TEMPLATE",
-    "Candidate",
-    "MemorizationConfig",
-    "MemorizationExample",
-    "Memorizer",
-    "Rewriter",
-    "answer_checker",
-    "best_sentence",
-    "check_rewrite",
-    "extractive_rewrite",
-    "load_rewriter",
-    "masked_nll",
-    "memorization_batch",
-    "memorization_nll",
-    "memorization_problems",
-    "observation_texts",
-    "retrieved_documents",
-    "rewrite_candidate",
-    "rewrite_prompt",
-    "rollout_segments",
-    "split_round_robin",
-    "tokenize_rewrite",
-]

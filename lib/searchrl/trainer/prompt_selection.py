@@ -34,7 +34,8 @@ from pathlib import Path
 import torch
 from torch.utils.data import Sampler
 
-PROMPT_SELECTIONS = ("uniform", "informative", "stratified")
+from searchrl.config.choices import PROMPT_SELECTIONS
+
 RECHECK_WEIGHT = 0.25  # a question last seen uninformative is drawn at a quarter of its type's weight
 STATE_FILE = "prompt_selection.json"
 DRAWS_FILE = "prompt_selection_draws.pt"  # the informative sampler's batches this epoch and its stream

@@ -27,16 +27,17 @@ from accelerate.utils import gather_object
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOConfig, GRPOTrainer
 
-from searchrl.progress import update_phase
+from searchrl.config.choices import DRAW_SIZES, PROMPT_SELECTIONS
+from searchrl.config.memorization import MemorizationConfig
+from searchrl.core.disk import checkpoint_space_problem
+from searchrl.core.progress import update_phase
+from searchrl.core.quiet import silence_known_warnings
 from searchrl.protocols.base import SearchProtocol
-from searchrl.quiet import silence_known_warnings
 from searchrl.rollout import HFTurnGenerator, RolloutConfig, SearchRollout, VLLMTurnGenerator, summarize
 from searchrl.rollout.engine import engine_notices
-from searchrl.rundir import checkpoint_space_problem
 from searchrl.trainer.across_processes import mean_over_processes
 from searchrl.trainer.advantages import ADVANTAGE_ESTIMATORS, AdvantageInputs, gae_advantages
 from searchrl.trainer.dynamic_sampling import (
-    DRAW_SIZES,
     concat_batches,
     extra_draw_size,
     informative_groups,
@@ -49,7 +50,6 @@ from searchrl.trainer.freeze import train_top_blocks
 from searchrl.trainer.health import garble_metrics
 from searchrl.trainer.length_groups import length_grouped
 from searchrl.trainer.memorization import (
-    MemorizationConfig,
     Memorizer,
     load_rewriter,
     memorization_batch,
@@ -60,13 +60,7 @@ from searchrl.trainer.memorization import (
 )
 from searchrl.trainer.opener_advantage import centered_opener_advantages
 from searchrl.trainer.opener_anchor import OpenerAnchor
-from searchrl.trainer.prompt_selection import (
-    PROMPT_SELECTIONS,
-    InformativeSampler,
-    SelectionRecord,
-    StratifiedSampler,
-    draw_of_types,
-)
+from searchrl.trainer.prompt_selection import InformativeSampler, SelectionRecord, StratifiedSampler, draw_of_types
 from searchrl.trainer.rollout_log import RolloutLog, mean_advantage
 from searchrl.trainer.search_payoff import advantage_by_searches
 from searchrl.trainer.shared_prefix import shared_prefix_logps
@@ -258,7 +252,7 @@ class SearchGRPOTrainer(GRPOTrainer):
                                        notices=engine_notices(args.rollout))
             self._rewriter = None
         # Told what a training step is doing ("rollouts: turn 2 of 4, ...", "update"), for a progress bar: on a CPU
-        # one step can take many minutes (searchrl.progress.attach_stage_bar sets it).
+        # one step can take many minutes (searchrl.core.progress.attach_stage_bar sets it).
         self.phase_listener: Callable[[str], None] | None = None
         self._rollout_label = "rollouts"
         # Whether the batch in hand is for training; the model itself is in eval mode while it generates.

@@ -4,8 +4,8 @@ It is the project's embedded default data: nothing to download, every answer sta
 invented from syllables so that no model can answer from memory. `make_world()` builds it.
 """
 
+from searchrl.config.knowledge import KnowledgeConfig
 from searchrl.data.synthetic.entities import ENTITY_KINDS, RELATIONS, Entity
-from searchrl.data.synthetic.knowledge import KnowledgeConfig
 from searchrl.data.synthetic.questions import QUESTION_TYPES
 from searchrl.data.synthetic.world import SPLITS, World, make_world, world_of
 

@@ -26,12 +26,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from searchrl.config.knowledge import KnowledgeConfig
 from searchrl.data.schema import Finish, Search, Think, check_rows
-from searchrl.data.synthetic.knowledge import INTERNAL, KnowledgeConfig, knowledge_config
+from searchrl.data.synthetic.knowledge import INTERNAL, knowledge_config
 
 if TYPE_CHECKING:  # annotation only: the data layer imports nothing below it
+    from searchrl.config.rollout import RolloutConfig
     from searchrl.data.synthetic.world import World
-    from searchrl.rollout.base import RolloutConfig
 
 logger = logging.getLogger(__name__)
 

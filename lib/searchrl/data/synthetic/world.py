@@ -13,9 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from searchrl.config.knowledge import KnowledgeConfig
 from searchrl.data.schema import Doc, QARow
 from searchrl.data.synthetic.entities import Entity, build_entities
-from searchrl.data.synthetic.knowledge import KnowledgeConfig, internal_facts, knowledge_config
+from searchrl.data.synthetic.knowledge import internal_facts, knowledge_config
 from searchrl.data.synthetic.passages import template_vocabulary, write_corpus
 from searchrl.data.synthetic.questions import QUESTION_TYPES, QuestionWriter
 

@@ -1,0 +1,12 @@
+"""Choices that the schema checks and the mechanisms that act on them share, declared once as plain tuples, so that
+checking a parameter file imports none of those mechanisms."""
+
+from __future__ import annotations
+
+__all__ = ["DRAW_SIZES", "PROMPT_SELECTIONS"]
+
+DRAW_SIZES = ("batch", "shortfall")
+"""How many questions an extra draw takes: a whole batch (DAPO), or what the missing groups need (`extra_draw_size`)."""
+
+PROMPT_SELECTIONS = ("uniform", "informative", "stratified")
+"""How RL draws its training prompts: uniformly, favouring informative questions, or stratified by type."""

@@ -1,0 +1,73 @@
+"""The retrieval service's settings: its limits, its client's cache, how long a run waits for it, and the names
+that say a retriever is remote."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from searchrl.core.settings import integer_problems, raise_problems, seconds_problems
+
+MAX_QUERY_CHARS = 2000  # generous for any real question; bounds the cost of a runaway generation
+
+__all__ = ["MAX_QUERY_CHARS", "SERVICE_SCHEMES", "WEB_SEARCH_PREFIX", "ServiceConfig", "is_web_search_name", "service_problems"]
+
+
+SERVICE_SCHEMES = ("http", "https")
+
+
+# `retriever: web+https://HOST/PATH` names a web search API (searchrl.retrieval.web parses it; declared here so that
+# `service_options` can tell a remote retriever without importing the client that imports this module).
+WEB_SEARCH_PREFIX = "web+"
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """Limits of the shared retrieval service, the cache of its HTTP client, and how long a run waits for it."""
+
+    # == retrieval service ==
+    service_cache_size: int = 4096
+    """Search results the HTTP and web-search retrievers keep in memory (LRU, one entry per query and top_k); 0: no
+    cache."""
+    service_max_queries: int = 256
+    """Most queries the service answers in one request (more: 413); the client splits larger batches to fit."""
+    service_max_query_chars: int = MAX_QUERY_CHARS
+    """Longest query the service accepts (longer: 422); the client cuts queries to the retrievers' own limit."""
+    service_max_top_k: int = 100
+    """Largest top_k the service accepts in one request (larger: 422)."""
+    service_max_body_bytes: int = 4 * 1024 * 1024
+    """Largest request body the service reads (larger: 413, before any of it is parsed)."""
+    service_empty_streak: int = 256
+    """The HTTP retriever stops loudly after this many non-empty queries in a row got no passage at all (a service
+    serving an empty or the wrong index); 0: never."""
+    service_wait_s: float = 300.0
+    """Seconds a run waits at start for its retrieval service to answer (it may still be loading its index), saying
+    so every few seconds, before it stops loudly naming the command that starts one; 0: no wait beyond the client's
+    own retries. Mid-run outages are bounded by retriever_outage_s."""
+
+    def __post_init__(self) -> None:
+        raise_problems("ServiceConfig", service_problems(self))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as a plain dict."""
+        return {f.name: getattr(self, f.name) for f in fields(ServiceConfig)}
+
+
+# Inclusive lower bounds of the settings: integers, then seconds (any number).
+_MINIMUMS = {"service_cache_size": 0, "service_max_queries": 1, "service_max_query_chars": 1, "service_max_top_k": 1,
+             "service_max_body_bytes": 1024, "service_empty_streak": 0}
+
+
+_SECONDS_MINIMUMS = {"service_wait_s": 0.0}
+
+
+def service_problems(values: Mapping[str, Any] | Any) -> list[tuple[str, str]]:
+    """(field, message) for every out-of-range service setting of `values` (a mapping or an object with the names)."""
+    get = values.get if isinstance(values, Mapping) else lambda name: getattr(values, name, None)
+    return integer_problems(get, _MINIMUMS) + seconds_problems(get, _SECONDS_MINIMUMS)
+
+
+def is_web_search_name(name: Any) -> bool:
+    """Whether a retriever name points at a web search API (``web+https://...``; checked in full by the registry)."""
+    return isinstance(name, str) and name.strip().lower().startswith(WEB_SEARCH_PREFIX)
