@@ -1,7 +1,7 @@
-"""How RL's gain on held-out questions grows with the rollouts it trains on: the lever runs of outputs/LOG.md, by
+"""How RL's gain on held-out questions grows with the rollouts it trains on: the lever runs of docs/lab/LOG.md, by
 cold start, on one axis.
 
-Reads `outputs/levers/gain_vs_rollouts.csv` (one row per run: its cold start's family, the lever, seed, device,
+Reads `docs/lab/evidence/gain_vs_rollouts.csv` (one row per run: its cold start's family, the lever, seed, device,
 the RL recipe (runs of one recipe differ only in how many rollouts they train on), trained rollouts, held-out
 questions, ΔF1 after RL minus after the cold start with its paired bootstrap 95% interval, and the LOG's lever-table
 row it comes from), plots ΔF1 against the trained rollouts on a log axis with issue 10's target (+0.10) drawn in,
@@ -9,9 +9,9 @@ fits ΔF1 = a + b log10(rollouts) for each cold start and recipe run at three or
 each fit reaches the target.
 
     python benchmarks/gain_vs_rollouts.py
-    python benchmarks/gain_vs_rollouts.py --csv my_runs.csv --out outputs/figures/my-gain-vs-rollouts.png
+    python benchmarks/gain_vs_rollouts.py --csv my_runs.csv --out outputs/my-gain-vs-rollouts.png
 
-Writes the figure (default outputs/figures/gain-vs-trained-rollouts.png) and
+Writes the figure (default docs/lab/figures/gain-vs-trained-rollouts.png, the copy the lab notebook cites) and
 outputs/benchmarks/gain_vs_rollouts-<time>.json with the fits.
 """
 
@@ -86,7 +86,7 @@ def plot(runs: pd.DataFrame, fits: dict, out: Path) -> None:
     ax.set_xscale("log")
     ax.set_xlabel("rollouts RL trained on (log scale)")
     ax.set_ylabel("ΔF1 after RL - after cold start (95% interval)")
-    ax.set_title("RL's held-out gain against the rollouts it trained on (runs of outputs/LOG.md)")
+    ax.set_title("RL's held-out gain against the rollouts it trained on (runs of docs/lab/LOG.md)")
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -97,8 +97,8 @@ def plot(runs: pd.DataFrame, fits: dict, out: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--csv", type=Path, default=ROOT / "outputs" / "levers" / "gain_vs_rollouts.csv")
-    parser.add_argument("--out", type=Path, default=ROOT / "outputs" / "figures" / "gain-vs-trained-rollouts.png")
+    parser.add_argument("--csv", type=Path, default=ROOT / "docs" / "lab" / "evidence" / "gain_vs_rollouts.csv")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "lab" / "figures" / "gain-vs-trained-rollouts.png")
     args = parser.parse_args()
     runs = read_runs(args.csv)
     fits, unfitted = fits_by_recipe(runs)

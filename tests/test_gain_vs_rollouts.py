@@ -1,6 +1,6 @@
 """benchmarks/gain_vs_rollouts.py: the fit reads where a log-linear line meets the target, refuses to draw a line
-through fewer than three rollout counts or across recipes, and the transcribed runs file has every column the script
-needs."""
+through fewer than three rollout counts or across recipes, a runs file must have every column the script reads, and
+the transcribed runs file (docs/lab/evidence/gain_vs_rollouts.csv) has them."""
 
 from __future__ import annotations
 
@@ -46,7 +46,20 @@ def test_a_line_joins_only_runs_of_one_cold_start_and_one_recipe(script):
     assert points == [("A", "lever"), ("B", "r")]  # two rollout counts each: no line, whatever their numbers
 
 
+def test_a_runs_file_needs_every_column_the_script_reads(script, tmp_path):
+    row = {"family": "demo", "lever": "none", "recipe": "demo", "seed": 0, "device": "cpu", "trained_rollouts": 128,
+           "n_eval": 40, "delta_f1": -0.037, "low": -0.163, "high": 0.087}
+    full = tmp_path / "runs.csv"
+    pd.DataFrame([row]).to_csv(full, index=False)
+    assert list(script.read_runs(full)[list(script.COLUMNS)].iloc[0]) == [row[c] for c in script.COLUMNS]
+    short = tmp_path / "short.csv"
+    pd.DataFrame([{k: v for k, v in row.items() if k != "low"}]).to_csv(short, index=False)
+    with pytest.raises(SystemExit, match="lacks the columns low"):
+        script.read_runs(short)
+
+
 def test_the_transcribed_runs_have_the_columns_and_sane_intervals(script):
-    runs = script.read_runs(ROOT / "outputs" / "levers" / "gain_vs_rollouts.csv")
+    # the committed runs file the script reads by default, beside the lab notebook that cites it
+    runs = script.read_runs(ROOT / "docs" / "lab" / "evidence" / "gain_vs_rollouts.csv")
     assert ((runs["low"] <= runs["delta_f1"]) & (runs["delta_f1"] <= runs["high"])).all()
     assert (runs["trained_rollouts"] > 0).all() and set(runs["device"]) <= {"cpu", "gpu"}

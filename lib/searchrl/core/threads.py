@@ -3,7 +3,7 @@
 torch starts one thread per core. On a small machine where another job already runs, its threads then share cores
 and wait for each other, and a run can slow down many times over: the demo's untrained evaluation, beside one other
 one-thread job on 2 cores, took 18.6 s a question at torch's default of 2 threads against under 1 s at 1 thread
-(outputs/LOG.md, 2026-11-29). A run with `torch_threads` set is left alone.
+(docs/lab/LOG.md, 2026-11-29). A run with `torch_threads` set is left alone.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 With `explore_openers` every group tries each opener, and an opener's tokens are trained with its rollout's
 advantage. Summed over a batch those advantages also push each opener up or down for every question alike: a shared
-offset. On the plan-first cold start (outputs/LOG.md, 2026-11-28, levers Zz and Zaa) that offset moved by -4 to +8 logits
+offset. On the plan-first cold start (docs/lab/LOG.md, 2026-11-28, levers Zz and Zaa) that offset moved by -4 to +8 logits
 across runs while the part of the choice that differs between question types grew by 0.4-1.0, so whether greedy
 decoding followed the question was decided by the offset. Centring gives each started rollout's opener tokens its advantage
 minus the batch's mean over the trained tokens of the same opener: every opener's summed push is zero at every

@@ -6,7 +6,7 @@ search count moves on a question type is the sign of the mean group-relative adv
 n times, over that type's groups whose rollouts searched different numbers of times (a group whose rollouts all
 searched alike says nothing about the count). The batch-wide `search/reward_at_<n>_searches` mixes types and groups:
 on the CPU demo it was level for one and two searches (-0.45 against -0.43 over lever N's 16 steps) while the policy
-went on to search twice on every type, single-hop included (outputs/LOG.md, levers N-Q).
+went on to search twice on every type, single-hop included (docs/lab/LOG.md, levers N-Q).
 """
 
 from __future__ import annotations
