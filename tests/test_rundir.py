@@ -187,7 +187,7 @@ def test_history_appends_and_reloads(tmp_path: Path) -> None:
 def test_history_survives_a_crash(tmp_path: Path) -> None:
     # A child process logs three steps and dies without any cleanup (os._exit skips finalizers and atexit).
     code = (
-        "import os, sys\nfrom searchrl.runs.folder import MetricsHistory\nh = MetricsHistory(sys.argv[1])\n"
+        "import os, sys\nfrom searchrl.runs.history import MetricsHistory\nh = MetricsHistory(sys.argv[1])\n"
         "for i in range(3):\n    h.append({'reward': i / 10})\nos._exit(1)\n"
     )
     done = subprocess.run(
@@ -273,7 +273,9 @@ def test_list_runs_and_load_run(tmp_path: Path) -> None:
 WRITER_CELL = """\
 import os
 from searchrl.config import RunConfig
-from searchrl.runs.folder import MetricsHistory, current_run_dir, write_json
+from searchrl.core.files import write_json
+from searchrl.runs.folder import current_run_dir
+from searchrl.runs.history import MetricsHistory
 cfg = RunConfig.from_globals(globals())
 run_dir = current_run_dir("demo", cfg)
 write_json(run_dir / "eval" / "seen.json", {"env": os.environ.get("SEARCHRL_RUN_DIR"), "cfg": cfg.to_dict()})
