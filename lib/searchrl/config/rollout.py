@@ -86,9 +86,7 @@ class RolloutConfig:
     """With explore_openers: train each opener's tokens with its rollout's advantage minus the batch's mean advantage
     of the rollouts started from the same opener (the tokens after it keep the rollout's own). Every opener's summed
     push is then zero at every step, and what the opener itself learns is how much better it did on this question
-    than on the others. Measured on the plan-first cold start (docs/lab/LOG.md, lever Zaa): the choice still shifted
-    for every question alike, since that shift comes through the tokens trained after the opener. Not from the
-    papers."""
+    than on the others (measured: docs/levers.md). Not from the papers."""
     opener_anchor: float = 0.0
     """With two explore_openers: the weight of a loss term that holds how often the policy picks the second over the
     step's questions (the mean of p(opener 1) / (p(opener 0) + p(opener 1))) at the rate the reference had on the same

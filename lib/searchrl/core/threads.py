@@ -1,9 +1,8 @@
 """How many CPU threads torch uses, and a warning when torch's default would contend with processes already running.
 
 torch starts one thread per core. On a small machine where another job already runs, its threads then share cores
-and wait for each other, and a run can slow down many times over: the demo's untrained evaluation, beside one other
-one-thread job on 2 cores, took 18.6 s a question at torch's default of 2 threads against under 1 s at 1 thread
-(docs/lab/LOG.md, 2026-11-29). A run with `torch_threads` set is left alone.
+and wait for each other, and a run can slow down many times over (measured: docs/speed.md). A run with
+`torch_threads` set is left alone.
 """
 
 from __future__ import annotations

@@ -56,10 +56,9 @@ class RepeatedQueryPenalty(_Penalty):
     punctuation, articles and spacing ignored; `normalize_answer`), else 0.
 
     Not from the papers: a guard. With one document per search, a repeated query retrieves the same document again,
-    so the second search adds nothing; yet a small policy learns to make two searches by repeating the first. Under
-    RL that only rewards the answer, 39 of the 99 two-search rollouts of one CPU run repeated their first query (69
-    got the same documents twice), and 2-hop accuracy fell from 7/10 to 1/32 (docs/lab/LOG.md, lever G). Added to an
-    answer reward, it makes such rollouts score below an honest one-search answer.
+    so the second search adds nothing; yet a small policy learns to make two searches by repeating the first
+    (measured: docs/levers.md). Added to an answer reward, it makes such rollouts score below an honest one-search
+    answer.
     """
 
     def score(self, samples: list[Sample], prompts: list[Any] | None, kwargs: dict[str, Any]) -> list[float | None]:
@@ -125,10 +124,9 @@ class ExcessSearchPenalty(_Penalty):
     without such labels.
 
     Not from the four papers; a process reward in the spirit of R1-Searcher++'s group reward (fewer retrievals among
-    correct answers), but it needs no second correct rollout in the group to fire. On the CPU demo an answer reward
-    taught the second search where a 2-hop question needs it, and the policy then searched twice on single-hop
-    questions as well (docs/lab/LOG.md, lever N): this makes the extra search on a 1-hop question cost something
-    while leaving a needed one free. Pair it with an answer reward; alone it pays for not searching.
+    correct answers), but it needs no second correct rollout in the group to fire. It makes the extra search on a
+    1-hop question cost something while leaving a needed one free (why: docs/levers.md). Pair it with an answer
+    reward; alone it pays for not searching.
     """
 
     def score(self, samples: list[Sample], prompts: list[Any] | None, kwargs: dict[str, Any]) -> list[float | None]:
