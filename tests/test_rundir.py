@@ -34,6 +34,8 @@ from searchrl.experiments.runner import (
     summarize,
 )
 from searchrl.runs import folder as rundir
+from searchrl.runs import history as run_history
+from searchrl.runs import provenance
 from searchrl.runs.folder import RUN_DIR_ENV, create_run_dir, current_run_dir
 from searchrl.runs.history import MetricsHistory
 from searchrl.runs.listing import list_runs, load_run
@@ -90,9 +92,9 @@ def test_provenance_contents(tmp_path: Path) -> None:
 
 def test_a_resume_that_changes_what_the_run_measures_says_so_and_records_it(tmp_path: Path, capsys) -> None:
     write_provenance(tmp_path, RunConfig(seed=5, micro_batch_size=4), notebook="demo", command=["first"])
-    rundir.record_resume(tmp_path, RunConfig(seed=5, micro_batch_size=2, torch_threads=1), ["less memory"])
+    provenance.record_resume(tmp_path, RunConfig(seed=5, micro_batch_size=2, torch_threads=1), ["less memory"])
     assert capsys.readouterr().err == ""  # how a run computes is not what it measures
-    rundir.record_resume(tmp_path, RunConfig(seed=5, learning_rate=3e-5, micro_batch_size=2), ["other lr"])
+    provenance.record_resume(tmp_path, RunConfig(seed=5, learning_rate=3e-5, micro_batch_size=2), ["other lr"])
     assert "this resume changes what the run measures (learning_rate 1e-05 -> 3e-05)" in capsys.readouterr().err
     first, second = json.loads((tmp_path / "provenance.json").read_text())["resumed"]
     assert "changed" not in first and second["changed"] == {"learning_rate": [1e-05, 3e-05]}
@@ -123,7 +125,7 @@ def test_git_absent_or_not_a_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     def no_git(*args: object, **kwargs: object) -> None:
         raise FileNotFoundError("git")
 
-    monkeypatch.setattr(rundir.subprocess, "run", no_git)
+    monkeypatch.setattr(provenance.subprocess, "run", no_git)
     assert git_state()["commit"] is None
     info = json.loads(write_provenance(tmp_path / "run", RunConfig()).read_text())
     assert info["git"]["commit"] is None
@@ -199,7 +201,7 @@ def test_history_survives_a_crash(tmp_path: Path) -> None:
 
 
 def test_history_csv_fallback_without_pyarrow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rundir, "_have_pyarrow", lambda: False)
+    monkeypatch.setattr(run_history, "_have_pyarrow", lambda: False)
     history = MetricsHistory(tmp_path)
     history.append({"reward": 0.25})
     history.append({"reward": 0.5})
@@ -213,12 +215,12 @@ def test_history_callback_appends_trainer_logs(tmp_path: Path, monkeypatch: pyte
     # A stand-in for transformers (importing it takes seconds); the callback only relies on on_log's signature.
     monkeypatch.setitem(sys.modules, "transformers", types.SimpleNamespace(TrainerCallback=object))
     history = MetricsHistory(tmp_path)
-    callback = rundir.history_callback(history)
+    callback = run_history.history_callback(history)
     state = types.SimpleNamespace(global_step=4, is_world_process_zero=True)
     callback.on_log(None, state, None, logs={"reward": 0.3, "loss": 0.1})
     callback.on_log(None, types.SimpleNamespace(global_step=5, is_world_process_zero=False), None, logs={"x": 1})
     assert history.to_frame().to_dict("records") == [{"step": 4, "reward": 0.3, "loss": 0.1}]
-    second_stage = rundir.history_callback(history, offset=6, stage="rl_stage2")
+    second_stage = run_history.history_callback(history, offset=6, stage="rl_stage2")
     second_stage.on_log(None, types.SimpleNamespace(global_step=1, is_world_process_zero=True), None, logs={"x": 2})
     assert history.rows[-1] == {"step": 7, "x": 2, "stage": "rl_stage2"}
 

@@ -92,7 +92,7 @@ AVG = "avg"
 
 @functools.lru_cache(maxsize=1)
 def _numbers() -> pd.DataFrame:
-    source = resources.files("searchrl").joinpath(NUMBERS_FILE)
+    source = resources.files("searchrl.evaluation").joinpath(NUMBERS_FILE)
     with source.open("r", encoding="utf-8") as handle:
         frame = pd.read_csv(handle, dtype={"page": "string", "value": float}, keep_default_na=False,
                             na_values={"value": [""]})
