@@ -80,6 +80,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 
 # Every module with an `if __name__ == "__main__"` block or a __main__.py (grep -rl '__name__ == "__main__"' lib/).
+# The commands users type (`python -m searchrl.<name>`), which keep their names across moves of the code.
 ENTRY_POINTS = [
     "searchrl.config",
     "searchrl.headroom",
@@ -357,7 +358,7 @@ def build_trainer(case: dict, out: Path, policy_path: Path, tokenizer, max_steps
     from fakes import SEARCH_SCRIPTS, FakeRetriever, MiniProtocol
     from searchrl.rollout import RolloutConfig
     from searchrl.trainer import SearchGRPOConfig, SearchGRPOTrainer, prompt_dataset
-    from searchrl.trainer.memorization import MemorizationConfig
+    from searchrl.config.memorization import MemorizationConfig
 
     common = {"output_dir": str(out), "use_cpu": True, "bf16": False, "report_to": "none", "max_steps": max_steps,
               "save_strategy": "no", "logging_steps": 1, "seed": 0, "disable_tqdm": True, "learning_rate": 1e-3,
@@ -549,7 +550,7 @@ def _parquet_rows(path: Path, paths: dict[str, str]) -> str:
 
 def run_one_notebook(notebook: Path, root: Path, log_dir: Path) -> tuple[int, float]:
     started = time.perf_counter()
-    command = [sys.executable, "-m", "searchrl.runner", str(notebook.relative_to(ROOT)),
+    command = [sys.executable, "-m", "searchrl.experiments.runner", str(notebook.relative_to(ROOT)),
                "-f", str((ROOT / "params" / notebook.stem / "smoke.yaml").relative_to(ROOT)),
                "-p", "torch_threads", "1", "--output-root", str(root), "--quiet"]
     with open(log_dir / f"{notebook.stem}.log", "w") as log:
@@ -612,7 +613,7 @@ def record_notebooks(out_dir: Path, scratch: Path, workers: int = 2, only: list[
 
 def record_config(out_dir: Path) -> list[str]:
     from searchrl.config import RunConfig, load_params_file
-    from searchrl.runner import plan_run
+    from searchrl.experiments.runner import plan_run
 
     write_text(out_dir / "describe.txt", RunConfig.describe() + "\n")
     written = ["describe"]

@@ -9,7 +9,7 @@
   notebook (papermill's output path) into the run folder, and marks a run still "running" as "failed" (the
   notebook stopped without finishing: a kill, or the kernel died). The runner does both itself.
 
-    python -m searchrl.runs.kernel_watch --pid PID --notebook OUTPUT.ipynb --run-dir DIR    (started by the kernel)
+    python -m searchrl.kernel_watch --pid PID --notebook OUTPUT.ipynb --run-dir DIR    (started by the kernel)
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def install(run_dir: Path, notebook_name: str) -> None:
     output = papermill_output_path()
     if output is not None:
         subprocess.Popen(  # a new session: it must outlive the kernel, which papermill stops first
-            [sys.executable, "-m", "searchrl.runs.kernel_watch", "--pid", str(os.getppid()), "--notebook", str(output),
+            [sys.executable, "-m", "searchrl.kernel_watch", "--pid", str(os.getppid()), "--notebook", str(output),
              "--run-dir", str(run_dir), "--name", notebook_name],
             start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
@@ -98,7 +98,7 @@ def watch(pid: int, notebook: Path, run_dir: Path, name: str, poll_s: float = 0.
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m searchrl.runs.kernel_watch")
+    parser = argparse.ArgumentParser(prog="python -m searchrl.kernel_watch")
     parser.add_argument("--pid", type=int, required=True)
     parser.add_argument("--notebook", type=Path, required=True)
     parser.add_argument("--run-dir", type=Path, required=True)
