@@ -356,9 +356,9 @@ class ReplayEngine:
 def build_trainer(case: dict, out: Path, policy_path: Path, tokenizer, max_steps: int):
     """The case's trainer (output folder `out`, rollout log in out/rollouts) and the rows of its scored batch."""
     from fakes import SEARCH_SCRIPTS, FakeRetriever, MiniProtocol
+    from searchrl.config.memorization import MemorizationConfig
     from searchrl.rollout import RolloutConfig
     from searchrl.trainer import SearchGRPOConfig, SearchGRPOTrainer, prompt_dataset
-    from searchrl.config.memorization import MemorizationConfig
 
     common = {"output_dir": str(out), "use_cpu": True, "bf16": False, "report_to": "none", "max_steps": max_steps,
               "save_strategy": "no", "logging_steps": 1, "seed": 0, "disable_tqdm": True, "learning_rate": 1e-3,
