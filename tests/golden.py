@@ -478,7 +478,7 @@ def record_trainer(out_dir: Path, scratch: Path, only_cases: list[str] | None = 
         started = time.perf_counter()
         try:
             result = record_trainer_case(name, case, policy_path, tokenizer, scratch / "cases")
-        except Exception as err:  # a case that cannot run is recorded as its error, which compare then shows
+        except Exception as err:  # noqa: BLE001  (a case that cannot run is recorded as its error, which compare then shows)
             import traceback
 
             result = {"error": f"{type(err).__name__}: {err}",
@@ -554,7 +554,7 @@ def run_one_notebook(notebook: Path, root: Path, log_dir: Path) -> tuple[int, fl
                "-f", str((ROOT / "params" / notebook.stem / "smoke.yaml").relative_to(ROOT)),
                "-p", "torch_threads", "1", "--output-root", str(root), "--quiet"]
     with open(log_dir / f"{notebook.stem}.log", "w") as log:
-        rc = subprocess.run(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy()).returncode
+        rc = subprocess.run(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy(), check=False).returncode
     return rc, time.perf_counter() - started
 
 
@@ -622,11 +622,11 @@ def record_config(out_dir: Path) -> list[str]:
         entry: dict = {"file": str(rel)}
         try:
             entry["values"] = load_params_file(path)[0]
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001  (any failure is recorded as the artefact, for compare to show)
             entry["values_error"] = f"{type(err).__name__}: {err}"
         try:
             entry["from_params"] = RunConfig.from_params(None, path).to_dict()
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001  (any failure is recorded as the artefact, for compare to show)
             entry["from_params_error"] = _normalise_text(f"{type(err).__name__}: {err}", {str(ROOT): "<REPO>"})
         notebook = ROOT / "notebooks" / f"{path.parent.name}.ipynb"
         if notebook.exists():
@@ -634,7 +634,7 @@ def record_config(out_dir: Path) -> list[str]:
                 plan = plan_run(notebook, [path])
                 entry["planned"] = {"config": plan.config.to_dict(), "injected": plan.injected,
                                     "output_root": _normalise_text(str(plan.output_root), {str(ROOT): "<REPO>"})}
-            except Exception as err:
+            except Exception as err:  # noqa: BLE001  (any failure is recorded as the artefact, for compare to show)
                 entry["planned_error"] = _normalise_text(f"{type(err).__name__}: {err}", {str(ROOT): "<REPO>"})
         write_json(out_dir / "params" / f"{path.parent.name}__{path.stem}.json", entry)
         written.append(str(rel))
@@ -647,7 +647,7 @@ def record_config(out_dir: Path) -> list[str]:
 def record_help(out_dir: Path) -> list[str]:
     env = {**os.environ, "COLUMNS": "120"}
     for module in ENTRY_POINTS:
-        done = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True,
+        done = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True, check=False,
                               env=env, timeout=300)
         text = (f"exit status: {done.returncode}\n--- stdout ---\n{done.stdout}--- stderr ---\n"
                 f"{_normalise_text(done.stderr, {str(ROOT): '<REPO>'})}")

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import importlib
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from searchrl.cli import COMMANDS, main
 

@@ -102,10 +102,10 @@ def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     stack: list[str] = []
     on_stack: set[str] = set()
     found: list[list[str]] = []
-    for root in edges:
+    for root, root_children in edges.items():
         if root in index:
             continue
-        work = [(root, iter(sorted(edges[root])))]
+        work = [(root, iter(sorted(root_children)))]
         index[root] = low[root] = len(index)
         stack.append(root)
         on_stack.add(root)
