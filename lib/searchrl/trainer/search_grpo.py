@@ -125,8 +125,7 @@ class SearchGRPOTrainer(GRPOTrainer):
     @property
     def selection(self) -> SelectionRecord:
         """Which questions gave informative groups (prompt_selection informative; empty otherwise)."""
-        lever = self.lever("prompt_selection")
-        return lever.record if lever is not None else SelectionRecord()
+        return self.lever("prompt_selection").record
 
     @property
     def opener_anchor(self) -> OpenerAnchor | None:

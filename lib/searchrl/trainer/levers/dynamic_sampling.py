@@ -129,6 +129,8 @@ class DropZeroVariance(Lever):
     name = "drop_zero_variance"
 
     def on_advantages(self, output, rewards, mode, local):
+        if not self.args.drop_zero_variance:
+            return
         trainer = self.trainer
         num_generations = trainer.num_generations if mode == "train" else trainer.num_generations_eval
         kept_groups = informative_groups(rewards, num_generations)  # over the gathered batch: every group
@@ -146,7 +148,7 @@ class DynamicSampling(Lever):
     name = "dynamic_sampling"
 
     def on_step_batch(self, inputs, output, rewards):
-        if not self.trainer.model.training:
+        if not (self.args.dynamic_sampling and self.trainer.model.training):
             return output
         # TRL's "reward" averages every batch scored in the step, and dynamic sampling's extra draws are random
         # questions: this is the reward of the step's scheduled questions alone (stratified: the same type mix

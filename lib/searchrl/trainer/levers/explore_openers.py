@@ -18,7 +18,7 @@ class OpenerRewardLog(Lever):
     name = "explore_openers"
 
     def on_batch_rewards(self, rows, rewards, mode):
-        if mode != "train":
+        if not self.args.rollout.explore_openers or mode != "train":
             return
         trainer = self.trainer
         local = [index for index, _ in getattr(trainer, "_last_openers", [])]

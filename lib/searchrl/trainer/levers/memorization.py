@@ -292,9 +292,7 @@ class Memorization(Lever):
                                                  device=device), reduction="sum")
         trainer._metrics["train"]["memorization/rewrites_tried"].append(counts[0].item())
         trainer._metrics["train"]["memorization/rewrites_kept"].append(counts[1].item())
-        log = trainer.lever("rollout_log")
-        if log is not None:
-            log.write_rewrites(self.memorizer.last_tried)
+        trainer.lever("rollout_log").write_rewrites(self.memorizer.last_tried)
         parts = args.steps_per_generation
         pad_id = trainer.processing_class.pad_token_id
         self.chunks = [memorization_batch(chunk, pad_id, device) if chunk else None

@@ -69,7 +69,7 @@ class CentredOpenerAdvantage(Lever):
 
     def on_generated(self, output):
         trainer = self.trainer
-        if trainer.model.training:
+        if self.args.rollout.center_opener_advantage and trainer.model.training:
             output["opener_index"] = torch.tensor([i for i, _ in trainer._last_openers], dtype=torch.long,
                                                   device=output["completion_ids"].device)
 

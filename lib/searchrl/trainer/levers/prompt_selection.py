@@ -256,6 +256,8 @@ class PromptSelection(Lever):
 
     def train_sampler(self, dataset):
         trainer, args = self.trainer, self.args
+        if args.prompt_selection == "uniform":
+            return None  # TRL's RepeatSampler
         dataset = trainer.train_dataset if dataset is None else dataset
         if args.prompt_selection == "stratified":
             return StratifiedSampler(

@@ -124,7 +124,7 @@ class TrainRolloutLog(Lever):
         return self.opened
 
     def on_scored_batch(self, inputs, output, rewards, mode):
-        if mode != "train":
+        if mode != "train" or not self.args.rollout_log_dir:
             return
         trainer = self.trainer
         texts = trainer.processing_class.batch_decode(output["completion_ids"], skip_special_tokens=True)
@@ -149,6 +149,8 @@ class TrainRolloutLog(Lever):
 
     def write_rewrites(self, tried) -> None:
         """The memorization rewrites this process just tried (`Memorizer.last_tried`), gathered."""
+        if not self.args.rollout_log_dir:
+            return
         trainer = self.trainer
         local = [{"question": cand.question, "golden_answers": cand.golden_answers,
                   "completion": "".join(text for text, _ in cand.segments), "rewrite": text, "kept": reason is None,
