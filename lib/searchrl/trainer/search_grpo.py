@@ -67,6 +67,7 @@ silence_known_warnings()
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is the documented way to do this in 1.16
 
+
 class SearchGRPOTrainer(GRPOTrainer):
     """GRPO with a search engine in the loop.
 
