@@ -10,14 +10,14 @@ import torch
 
 from fakes import mini_trainer
 from searchrl.trainer import SearchGRPOConfig
-from searchrl.trainer.dynamic_sampling import (
+from searchrl.trainer.levers.dynamic_sampling import (
     concat_batches,
     extra_draw_size,
     informative_groups,
     take_rows,
     take_within_quota,
 )
-from searchrl.trainer.prompt_selection import draw_of_types
+from searchrl.trainer.levers.prompt_selection import draw_of_types
 
 
 def test_helpers_find_informative_groups_and_join_batches_padding_each_side():

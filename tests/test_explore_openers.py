@@ -13,7 +13,7 @@ from fakes import FakeRetriever, MiniProtocol, ScriptedGenerator, mini_trainer
 from searchrl.config import ConfigError, RunConfig
 from searchrl.rollout import RolloutConfig, SearchRollout
 from searchrl.trainer import SearchGRPOConfig
-from searchrl.trainer.opener_advantage import centered_opener_advantages
+from searchrl.trainer.levers.opener_advantage import centered_opener_advantages
 
 OPENERS = ["<think> one fact", "<think> two facts"]
 

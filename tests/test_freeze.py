@@ -10,7 +10,7 @@ from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausa
 from fakes import scripted_trainer
 from searchrl.config import ConfigError, RunConfig
 from searchrl.trainer.arguments import grpo_args
-from searchrl.trainer.freeze import decoder_blocks, train_top_blocks
+from searchrl.trainer.levers.freeze import decoder_blocks, train_top_blocks
 
 
 def llama(layers=4, tied=True):

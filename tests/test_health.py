@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from searchrl.config.health import HealthConfig, health_problems
-from searchrl.trainer.health import (
+from searchrl.trainer.monitors.health import (
     EMPTY_KEY,
     FORMAT_KEY,
     GARBLED_KEY,
@@ -178,7 +178,7 @@ def test_garble_metrics_judge_only_the_sampled_tokens():
 
 
 def _callback(cfg, **kwargs):
-    from searchrl.trainer.health import HealthCallback
+    from searchrl.trainer.monitors.health import HealthCallback
 
     return HealthCallback(cfg, **kwargs)
 

@@ -9,7 +9,7 @@ import pytest
 from searchrl.config import RunConfig
 from searchrl.experiments.experiment import Experiment
 from searchrl.runs.folder import RUN_DIR_ENV
-from searchrl.trainer.idle_mechanisms import idle_mechanisms
+from searchrl.trainer.monitors.idle_mechanisms import idle_mechanisms
 from searchrl.trainer.schedules import Stage
 
 

@@ -22,22 +22,24 @@ from searchrl.rollout import RolloutConfig, SearchRollout
 from searchrl.rollout.engine import EMPTY_QUERY_NOTICE, engine_notices
 from searchrl.trainer import SearchGRPOConfig, SearchGRPOTrainer, prompt_dataset
 from searchrl.trainer.arguments import grpo_args
-from searchrl.trainer.memorization import (
-    Candidate,
+from searchrl.trainer.levers.memorization import (
     MemorizationExample,
+    masked_nll,
+    memorization_batch,
+    memorization_nll,
+    split_round_robin,
+    tokenize_rewrite,
+)
+from searchrl.trainer.levers.rewrites import (
+    Candidate,
     answer_checker,
     best_sentence,
     check_rewrite,
     extractive_rewrite,
-    masked_nll,
-    memorization_batch,
-    memorization_nll,
     observation_texts,
     retrieved_documents,
     rewrite_candidate,
     rewrite_prompt,
-    split_round_robin,
-    tokenize_rewrite,
 )
 from test_trainer_masks import varied_reward
 

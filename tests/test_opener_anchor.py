@@ -10,7 +10,7 @@ import torch
 from fakes import mini_trainer
 from searchrl.config import ConfigError, RunConfig
 from searchrl.rollout import RolloutConfig
-from searchrl.trainer.opener_anchor import OpenerAnchor, anchor_penalty, opener_log_odds
+from searchrl.trainer.levers.opener_anchor import OpenerAnchor, anchor_penalty, opener_log_odds
 
 OPENERS = ["<think> one fact", "<think> two facts"]
 
@@ -106,7 +106,7 @@ def test_the_trainer_adds_the_anchor_once_per_step_and_logs_the_shift(tmp_path, 
 
 
 def test_settings_built_for_one_process_are_refused_in_several(tmp_path):
-    from searchrl.trainer.search_grpo import SearchGRPOConfig, refuse_one_process_settings
+    from searchrl.trainer.grpo_config import SearchGRPOConfig, refuse_one_process_settings
 
     def config(**settings):
         return SearchGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to="none", **settings)

@@ -13,7 +13,7 @@ from fakes import FakeRetriever, MiniProtocol, ScriptedGenerator
 from searchrl.rollout import RolloutConfig, SearchRollout
 from searchrl.trainer import SearchGRPOConfig, SearchGRPOTrainer, prompt_dataset
 from searchrl.trainer.advantages import gae_advantages, reinforce_pp_advantages
-from searchrl.trainer.value import ValueModel, critic_from_policy, explained_variance, value_loss
+from searchrl.trainer.levers.ppo_critic import ValueModel, critic_from_policy, explained_variance, value_loss
 from test_trainer_masks import SCRIPTS, varied_reward
 
 NAN = float("nan")

@@ -11,7 +11,7 @@ import pytest
 from searchrl.config import ConfigError, RunConfig
 from searchrl.experiments.experiment import Experiment
 from searchrl.runs.folder import RUN_DIR_ENV
-from searchrl.trainer.probe import probe_records_path, probe_rows, probe_summary
+from searchrl.trainer.monitors.probe import probe_records_path, probe_rows, probe_summary
 
 SMALL = {"model": "tiny-random", "world_entities": 40, "n_train": 8, "n_eval": 10, "eval_batch_size": 4,
          "sft_examples": 0, "rl_steps": 3, "prompts_per_step": 1, "num_generations": 2, "max_searches": 1,

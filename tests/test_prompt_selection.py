@@ -11,7 +11,12 @@ import torch
 
 from fakes import FakeRetriever, MiniProtocol
 from searchrl.trainer import SearchGRPOConfig, SearchGRPOTrainer, prompt_dataset
-from searchrl.trainer.prompt_selection import RECHECK_WEIGHT, InformativeSampler, SelectionRecord, StratifiedSampler
+from searchrl.trainer.levers.prompt_selection import (
+    RECHECK_WEIGHT,
+    InformativeSampler,
+    SelectionRecord,
+    StratifiedSampler,
+)
 
 
 def test_weights_are_the_smoothed_informative_share_of_the_type_and_lower_for_a_question_last_uninformative():

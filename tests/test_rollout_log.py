@@ -10,7 +10,7 @@ import torch
 
 from fakes import FakeRetriever, MiniProtocol
 from searchrl.trainer import SearchGRPOConfig, SearchGRPOTrainer, prompt_dataset
-from searchrl.trainer.rollout_log import RolloutLog, mean_advantage
+from searchrl.trainer.levers.rollout_log import RolloutLog, mean_advantage
 
 
 def test_draws_are_numbered_and_a_repeated_step_replaces_its_file(tmp_path):
@@ -69,7 +69,7 @@ def test_off_by_default(tmp_path):
 
 
 def test_read_and_summarise_rollouts(tmp_path):
-    from searchrl.trainer.rollout_log import read_rollouts, step_summary
+    from searchrl.trainer.levers.rollout_log import read_rollouts, step_summary
 
     log = RolloutLog(tmp_path / "train" / "rl")
     log.write(1, [{"group": 0, "qtype": "inference", "reward": 1.0, "searches": 2},

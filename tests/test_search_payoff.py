@@ -1,6 +1,6 @@
 import torch
 
-from searchrl.trainer.search_payoff import advantage_by_searches
+from searchrl.trainer.levers.search_payoff import advantage_by_searches
 
 
 def test_advantage_by_searches_reads_each_type_within_its_groups():

@@ -531,7 +531,7 @@ def _header_html(info: Mapping[str, Any]) -> str:
         scores = ", ".join(f"{k}={float(info[k]):.2f}" for k in ("em", "f1") if k in info)
         lines.append(f"<b>Prediction:</b> {html.escape(str(info['prediction']))}"
                      + (f" ({html.escape(scores)})" if scores else ""))
-    if "reward" in info:  # a training rollout (searchrl.trainer.rollout_log): what it earned within its group
+    if "reward" in info:  # a training rollout (searchrl.trainer.levers.rollout_log): what it earned within its group
         shown = [f"reward={float(info['reward']):.2f}"]
         if info.get("advantage") is not None:
             shown.append(f"advantage={float(info['advantage']):.2f}")

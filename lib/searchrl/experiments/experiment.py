@@ -390,7 +390,7 @@ class Experiment:
         callbacks = [memory_callback(), history_callback(self.history, offset=stage.offset, stage=stage.name)]
         health = None
         if cfg.health_action != "off":
-            from searchrl.trainer.health import HealthCallback
+            from searchrl.trainer.monitors.health import HealthCallback
 
             health = HealthCallback(cfg, sink=print)
             callbacks.append(health)
@@ -431,8 +431,8 @@ class Experiment:
         return trained
 
     def _warn_idle_mechanisms(self, stage) -> None:
-        """Warn about each reward or loss that never acted in `stage` (searchrl.trainer.idle_mechanisms)."""
-        from searchrl.trainer.idle_mechanisms import idle_mechanisms
+        """Warn about each reward or loss that never acted in `stage` (searchrl.trainer.monitors.idle_mechanisms)."""
+        from searchrl.trainer.monitors.idle_mechanisms import idle_mechanisms
 
         rows = [row for row in self.history.rows if row.get("stage") == stage.name]
         for line in idle_mechanisms(rows, self.cfg.memorization_coef):
@@ -455,10 +455,10 @@ class Experiment:
         return folder
 
     def _probe_callback(self, stage):
-        """The fixed probe set's callback for one RL stage (`searchrl.trainer.probe`): greedy scores of the first
+        """The fixed probe set's callback for one RL stage (`searchrl.trainer.monitors.probe`): greedy scores of the first
         `probe_questions` held-out questions of the trained types, logged into the metrics history."""
         from searchrl.evaluation.evaluate import evaluate
-        from searchrl.trainer.probe import probe_callback, probe_records_path, probe_rows
+        from searchrl.trainer.monitors.probe import probe_callback, probe_records_path, probe_rows
 
         cfg = self.cfg
         rows = probe_rows(self.eval_rows, cfg.train_question_types, cfg.probe_questions)
@@ -478,7 +478,7 @@ class Experiment:
     def _roll_back(self, trainer, output_dir, trained):
         """After training health stopped a collapsed run: the policy of the last good checkpoint (its record names
         it), or the collapsed one, with a warning, when no checkpoint was saved before the collapse."""
-        from searchrl.trainer.health import rollback_checkpoint
+        from searchrl.trainer.monitors.health import rollback_checkpoint
 
         good = rollback_checkpoint(output_dir)
         if good is None:
@@ -508,7 +508,7 @@ class Experiment:
             search_payoff_curves,
             training_curves,
         )
-        from searchrl.trainer.probe import PROBE_METRICS
+        from searchrl.trainer.monitors.probe import PROBE_METRICS
 
         frame = self.history.to_frame()
         if frame.empty:
@@ -572,7 +572,7 @@ class Experiment:
         type, every rollout of a group with its reward and advantage (GRPO compares them within the group); saved as
         figures/training_rollouts_step<N>.html. Needs `save_train_rollouts`. Also prints the per-step summary."""
         from searchrl.evaluation.evaluate import render_trajectory
-        from searchrl.trainer.rollout_log import read_rollouts, step_summary
+        from searchrl.trainer.levers.rollout_log import read_rollouts, step_summary
 
         rollouts = read_rollouts(self.run_dir / "trajectories" / "train")
         if rollouts.empty:

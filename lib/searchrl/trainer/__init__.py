@@ -13,7 +13,7 @@ _EXPORTS = {
     "reinforce_pp_advantages": "searchrl.trainer.advantages",
     "rloo_advantages": "searchrl.trainer.advantages",
     "prompt_dataset": "searchrl.trainer.data",
-    "SearchGRPOConfig": "searchrl.trainer.search_grpo",
+    "SearchGRPOConfig": "searchrl.trainer.grpo_config",
     "SearchGRPOTrainer": "searchrl.trainer.search_grpo",
 }
 

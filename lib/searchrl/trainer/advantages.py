@@ -3,7 +3,7 @@
 TRL computes GRPO advantages inside `_generate_and_score_completions`; the trainer then looks the configured
 estimator up in `ADVANTAGE_ESTIMATORS` and, unless it returns None (keep TRL's), replaces them. Each entry takes
 an `AdvantageInputs` and returns (local batch, T) or (local batch,) advantages. `ppo` also needs a learned critic
-(see `searchrl.trainer.value`); an estimator says so with a `needs_critic = True` attribute.
+(see `searchrl.trainer.levers.ppo_critic`); an estimator says so with a `needs_critic = True` attribute.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ def grpo_args(cfg: RunConfig, output_dir: str | Path, *, max_steps: int | None =
     """The SearchGRPOConfig of this run: `max_steps` (default `rl_steps`) and the reward weights of one stage;
     training rollouts are written to `rollout_log_dir` when given and the run's `save_train_rollouts` is on."""
     from searchrl.config.memorization import MemorizationConfig
-    from searchrl.trainer.search_grpo import SearchGRPOConfig
+    from searchrl.trainer.grpo_config import SearchGRPOConfig
 
     # The memorization settings travel as their own object, like the rollout's; a RunConfig that does not declare
     # them yet trains without memorization.

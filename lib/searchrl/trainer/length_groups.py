@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from searchrl.trainer.dynamic_sampling import concat_batches, take_rows
+from searchrl.trainer.levers.dynamic_sampling import concat_batches, take_rows
 
 # Loss types whose normaliser is the micro-batch's own token count: the grouping of rollouts would reweight them.
 PER_MICRO_BATCH_NORMALISED = ("bnpo",)

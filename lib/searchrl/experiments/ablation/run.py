@@ -275,7 +275,7 @@ def _same_finished_cold_start(folder: Path, settings: Mapping[str, Any]) -> Path
 def _health_summary(folder: Path, cfg: RunConfig) -> str:
     """The arm's training-health alarms, replayed from its metrics history ("format lost at step 5; ..."); empty when
     none, or when the arm has no history (no RL)."""
-    from searchrl.trainer.health import alarms_in_history
+    from searchrl.trainer.monitors.health import alarms_in_history
 
     if cfg.health_action == "off":
         return ""

@@ -28,6 +28,8 @@ is pulled by the number of informative groups on each side, and weights can even
 from __future__ import annotations
 
 import json
+import os
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -35,6 +37,8 @@ import torch
 from torch.utils.data import Sampler
 
 from searchrl.config.choices import PROMPT_SELECTIONS
+from searchrl.trainer.levers.base import Lever
+from searchrl.trainer.levers.dynamic_sampling import informative_groups
 
 RECHECK_WEIGHT = 0.25  # a question last seen uninformative is drawn at a quarter of its type's weight
 STATE_FILE = "prompt_selection.json"
@@ -234,5 +238,72 @@ def draw_of_types(qtypes: Sequence[str], wanted: Sequence[str], n: int, generato
     return out
 
 
-__all__ = ["DRAWS_FILE", "PROMPT_SELECTIONS", "RECHECK_WEIGHT", "InformativeSampler", "SelectionRecord",
-           "StratifiedSampler", "draw_of_types"]
+class PromptSelection(Lever):
+    """prompt_selection informative or stratified: the sampler that replaces TRL's RepeatSampler, the record of
+    which questions gave informative groups (kept in every checkpoint with the batches the informative sampler has
+    drawn), and the questions of dynamic sampling's extra draws (`refill`)."""
+
+    name = "prompt_selection"
+
+    def __init__(self, trainer) -> None:
+        super().__init__(trainer)
+        self.record = SelectionRecord()  # which questions gave informative groups (informative)
+        self.sampler: InformativeSampler | None = None  # kept: checkpoints save the batches it has drawn
+
+    @property
+    def informative(self) -> bool:
+        return self.args.prompt_selection == "informative"
+
+    def train_sampler(self, dataset):
+        trainer, args = self.trainer, self.args
+        if args.prompt_selection == "uniform":
+            return None  # TRL's RepeatSampler
+        dataset = trainer.train_dataset if dataset is None else dataset
+        if args.prompt_selection == "stratified":
+            return StratifiedSampler(
+                dataset["qtype"], mini_repeat_count=trainer.num_generations,
+                batch_size=args.generation_batch_size // trainer.num_generations,
+                repeat_count=trainer.num_iterations * args.steps_per_generation, seed=args.seed,
+                type_weights=args.stratified_type_weights)
+        self.sampler = InformativeSampler(
+            dataset["id"], dataset["qtype"], self.record, mini_repeat_count=trainer.num_generations,
+            batch_size=args.generation_batch_size // trainer.num_generations,
+            repeat_count=trainer.num_iterations * args.steps_per_generation, seed=args.seed)
+        return self.sampler
+
+    def on_batch_rewards(self, rows, rewards, mode):
+        """Note, per group of the gathered batch (its (id, qtype) `rows`), its question and whether its rewards
+        differed; every process records the same groups, so every process's sampler draws the same questions."""
+        if mode != "train" or not self.informative:
+            return
+        g = self.trainer.num_generations
+        firsts = rows[::g]
+        self.record.record([r[0] for r in firsts], [r[1] for r in firsts], informative_groups(rewards, g).tolist())
+
+    def refill(self, ids: Sequence[str], qtypes: Sequence[str], n: int, types: list[str] | None,
+               generator: torch.Generator) -> list[int] | None:
+        """An extra draw's `n` question indices: of `types` in turn when given (stratified), by the record
+        (informative); None leaves the draw to chance."""
+        if types:
+            return draw_of_types(qtypes, types, n, generator)
+        if self.informative:
+            return self.record.draw(ids, qtypes, range(len(ids)), n, generator)
+        return None
+
+    def save(self, folder: str) -> None:
+        if not self.informative:
+            return
+        os.makedirs(folder, exist_ok=True)
+        self.record.save(folder)
+        if self.sampler is not None:
+            self.sampler.save(folder)
+
+    def load(self, checkpoint: str) -> None:
+        if self.informative and not self.record.load(checkpoint):
+            warnings.warn(f"{checkpoint} has no prompt-selection record: informative selection starts afresh")
+        if self.sampler is not None:
+            self.sampler.load(checkpoint)  # none kept (an older checkpoint): draws anew, as before
+
+
+__all__ = ["DRAWS_FILE", "PROMPT_SELECTIONS", "RECHECK_WEIGHT", "InformativeSampler", "PromptSelection",
+           "SelectionRecord", "StratifiedSampler", "draw_of_types"]

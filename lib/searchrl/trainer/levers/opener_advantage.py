@@ -18,6 +18,8 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from searchrl.trainer.levers.base import Lever
+
 
 def centered_opener_advantages(
     advantages: torch.Tensor,
@@ -58,4 +60,31 @@ def centered_opener_advantages(
     return centred, removed
 
 
-__all__ = ["centered_opener_advantages"]
+class CentredOpenerAdvantage(Lever):
+    """rollout.center_opener_advantage: each training batch's rows tagged with the opener they started from
+    (`on_generated`; the tag travels with dynamic sampling's refills), and the step's final batch centred
+    (`on_step_batch`), logging the mean removed as `search/opener_advantage_removed/<i>`."""
+
+    name = "centred_opener_advantage"
+
+    def on_generated(self, output):
+        trainer = self.trainer
+        if self.args.rollout.center_opener_advantage and trainer.model.training:
+            output["opener_index"] = torch.tensor([i for i, _ in trainer._last_openers], dtype=torch.long,
+                                                  device=output["completion_ids"].device)
+
+    def on_step_batch(self, inputs, output, rewards):
+        if "opener_index" not in output:
+            return output
+        trainer = self.trainer
+        index = output.pop("opener_index")
+        mask = output["completion_mask"] * output.get("tool_mask", torch.ones_like(output["completion_mask"]))
+        output["advantages"], removed = centered_opener_advantages(
+            output["advantages"], index, trainer.engine.opener_lengths, mask, global_sum=trainer._global_sum)
+        for i, value in enumerate(removed):
+            if value is not None:
+                trainer._metrics["train"][f"search/opener_advantage_removed/{i}"].append(value)
+        return output
+
+
+__all__ = ["CentredOpenerAdvantage", "centered_opener_advantages"]

@@ -3,17 +3,22 @@ trained by its own AdamW on the clipped value loss (the Search-R1 / veRL design:
 policy's weights and learns at its own rate).
 
 The loss and statistics are pure functions; `Critic` holds the model and optimizer, predicts values, fits them,
-and saves and loads both with the trainer's checkpoints.
+and saves and loads both with the trainer's checkpoints. `PPOCritic` is the trainer's lever: it builds the critic,
+gives the estimator its GAE advantages (training the critic on the same batch), and keeps it in checkpoint-N/critic/.
 """
 
 from __future__ import annotations
 
 import copy
 import os
+import warnings
 
 import torch
 from safetensors.torch import load_model, save_model
 from torch import nn
+
+from searchrl.trainer.advantages import gae_advantages
+from searchrl.trainer.levers.base import Lever
 
 WEIGHTS_NAME = "model.safetensors"
 OPTIMIZER_NAME = "optimizer.pt"
@@ -166,3 +171,54 @@ class Critic:
         path = os.path.join(folder, SHUFFLE_STREAM_NAME)
         if os.path.exists(path):  # absent in checkpoints written before the stream was kept
             self.generator.set_state(torch.load(path, weights_only=True))
+
+
+class PPOCritic(Lever):
+    """advantage_estimator ppo: the critic, its GAE advantages and its regression on each training batch, and its
+    weights, optimizer and shuffle stream in every checkpoint."""
+
+    name = "ppo_critic"
+
+    def __init__(self, trainer) -> None:
+        super().__init__(trainer)
+        args = trainer.args
+        self.critic = Critic(critic_from_policy(trainer.accelerator.unwrap_model(trainer.model)), trainer.accelerator,
+                             lr=args.value_lr, clip=args.value_clip, epochs=args.critic_epochs,
+                             mini_batch_size=args.critic_mini_batch_size,
+                             micro_batch_size=args.per_device_train_batch_size,
+                             max_grad_norm=args.max_grad_norm, seed=args.seed)
+
+    def advantages(self, output, rewards: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
+        """(B, T) GAE advantages from the critic's values; in training, then one critic regression on this batch
+        towards the GAE returns, over the same trained (non-retrieved) tokens as the policy loss."""
+        trainer, args = self.trainer, self.args
+        ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+        attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+        keep = output["completion_ids"].size(1)
+        values = self.critic.predict(ids, attention, keep)
+        kl = trainer._reward_kl(output) if args.reward_kl_coef else None
+        advantages, returns = gae_advantages(rewards, values, mask, kl, args.reward_kl_coef, args.gae_gamma,
+                                             args.gae_lambda, global_sum=trainer._global_sum)
+        metrics = trainer._metrics[mode]
+        metrics["search/value_mean"].append(masked_mean(values, mask, trainer._global_sum).item())
+        metrics["search/explained_variance"].append(explained_variance(values, returns, mask, trainer._global_sum))
+        if mode == "train":
+            loss = self.critic.fit(ids, attention, keep, values, returns, mask)
+            metrics["search/value_loss"].append(
+                (trainer._global_sum(torch.tensor(loss, device=ids.device)) / trainer.accelerator.num_processes).item())
+        return advantages
+
+    def checkpoint_bytes(self, total: int) -> int:
+        return total * 2  # a copy of the policy with a value head, and its own optimizer
+
+    def save(self, folder: str) -> None:
+        # Before TRL's own save, so the checkpoint is complete once it writes trainer_state.json, and rotation and
+        # hub pushes include it.
+        self.critic.save(os.path.join(folder, "critic"), optimizer=not self.args.save_only_model)
+
+    def load(self, checkpoint: str) -> None:
+        folder = os.path.join(checkpoint, "critic")
+        if os.path.isdir(folder):
+            self.critic.load(folder)
+        else:
+            warnings.warn(f"{checkpoint} has no critic/: the ppo critic restarts from the policy's weights")

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["decoder_blocks", "train_top_blocks"]
+from searchrl.trainer.levers.base import Lever
+
+__all__ = ["TrainTopLayers", "decoder_blocks", "train_top_blocks"]
 
 
 def decoder_blocks(model: torch.nn.Module) -> tuple[str, torch.nn.ModuleList]:
@@ -54,3 +56,17 @@ def train_top_blocks(model: torch.nn.Module, top: int) -> tuple[int, int]:
         total += param.numel()
         trained += param.numel() if param.requires_grad else 0
     return trained, total
+
+
+class TrainTopLayers(Lever):
+    """train_top_layers: freezes the policy below its top N blocks when the trainer is built (after the ppo critic
+    copied the body, which trains in full); the optimizer, built in train(), takes only the weights that still
+    need gradients."""
+
+    name = "freeze"
+
+    def __init__(self, trainer) -> None:
+        super().__init__(trainer)
+        top = trainer.args.train_top_layers
+        trained, total = train_top_blocks(trainer.accelerator.unwrap_model(trainer.model), top)
+        print(f"train_top_layers {top}: training {trained:,} of {total:,} weights")

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 
 import torch
 
+from searchrl.trainer.levers.base import Lever
+
 
 def advantage_by_searches(
     rewards: torch.Tensor, counts: Sequence[int], qtypes: Sequence[str], num_generations: int
@@ -41,4 +43,27 @@ def advantage_by_searches(
     return {key: sums[key] / sizes[key] for key in sorted(sums)}
 
 
-__all__ = ["advantage_by_searches"]
+class SearchPayoffLog(Lever):
+    """`search/reward_at_<n>_searches`: the mean total reward of the batch's rollouts that searched n times.
+    GRPO moves the policy towards the search count that out-earns its group mates, so these curves show, step by
+    step, whether a second search pays (and a gap that closes shows the policy has settled on one count).
+    `search/advantage_at_<n>_searches/<qtype>`: the same within groups, per question type (`advantage_by_searches`).
+    Every scored batch, in training and evaluation."""
+
+    name = "search_payoff"
+
+    def on_batch_rewards(self, rows, rewards, mode):
+        trainer = self.trainer
+        qtypes = [qtype for _, qtype in rows]
+        local = torch.tensor(getattr(trainer, "_last_num_searches", []), dtype=torch.long, device=rewards.device)
+        counts = trainer.accelerator.gather(local)  # the whole batch's, in the order of the gathered rewards
+        if counts.numel() != rewards.numel():  # a batch this trainer did not roll out (no search rollouts): skip
+            return
+        for n in sorted(set(counts.tolist())):
+            trainer._metrics[mode][f"search/reward_at_{n}_searches"].append(rewards[counts == n].mean().item())
+        g = trainer.num_generations if mode == "train" else trainer.num_generations_eval
+        for (qtype, n), value in advantage_by_searches(rewards, counts.tolist(), qtypes, g).items():
+            trainer._metrics[mode][f"search/advantage_at_{n}_searches/{qtype}"].append(value)
+
+
+__all__ = ["SearchPayoffLog", "advantage_by_searches"]

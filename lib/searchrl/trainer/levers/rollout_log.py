@@ -27,6 +27,10 @@ import math
 from pathlib import Path
 
 import pandas as pd
+import torch
+from accelerate.utils import gather_object
+
+from searchrl.trainer.levers.base import Lever
 
 
 class RolloutLog:
@@ -104,4 +108,56 @@ def mean_advantage(advantages, mask) -> list[float]:
     return [float(t / c) if c > 0 else math.nan for t, c in zip(totals.tolist(), counts.tolist())]
 
 
-__all__ = ["RolloutLog", "mean_advantage", "read_rollouts", "step_summary"]
+class TrainRolloutLog(Lever):
+    """rollout_log_dir: every rollout of a scored training batch, gathered, to the rollout log, and the
+    memorization rewrites tried (`write_rewrites`, called by the memorization lever)."""
+
+    name = "rollout_log"
+
+    def __init__(self, trainer) -> None:
+        super().__init__(trainer)
+        self.opened: RolloutLog | None = None  # opened on first use (it remembers which step files it has begun)
+
+    def log(self) -> RolloutLog:
+        if self.opened is None:
+            self.opened = RolloutLog(self.args.rollout_log_dir)
+        return self.opened
+
+    def on_scored_batch(self, inputs, output, rewards, mode):
+        if mode != "train" or not self.args.rollout_log_dir:
+            return
+        trainer = self.trainer
+        texts = trainer.processing_class.batch_decode(output["completion_ids"], skip_special_tokens=True)
+        mask = output["completion_mask"] * output.get("tool_mask", torch.ones_like(output["completion_mask"]))
+        advantages = mean_advantage(output["advantages"], mask)
+        searches = getattr(trainer, "_last_num_searches", [None] * len(texts))
+        local = [{"id": str(row.get("id", "")), "qtype": str(row.get("qtype", "unknown")),
+                  "question": row.get("question", ""), "golden_answers": list(row.get("golden_answers") or []),
+                  "completion": text, "searches": n, "advantage": a}
+                 for row, text, n, a in zip(inputs, texts, searches, advantages, strict=True)]
+        if self.args.rollout.explore_openers:
+            for row, (_, opener) in zip(local, getattr(trainer, "_last_openers", []), strict=False):
+                row["opener"] = opener
+        everyone = gather_object(local)  # in the order of the gathered rewards
+        if not trainer.accelerator.is_main_process:
+            return
+        per_func = trainer._last_rewards_per_func.tolist()
+        g = trainer.num_generations
+        rows = [{"group": i // g, **row, "reward": float(rewards[i]),
+                 "rewards": dict(zip(trainer.reward_func_names, per_func[i]))} for i, row in enumerate(everyone)]
+        self.log().write(trainer.state.global_step + 1, rows)
+
+    def write_rewrites(self, tried) -> None:
+        """The memorization rewrites this process just tried (`Memorizer.last_tried`), gathered."""
+        if not self.args.rollout_log_dir:
+            return
+        trainer = self.trainer
+        local = [{"question": cand.question, "golden_answers": cand.golden_answers,
+                  "completion": "".join(text for text, _ in cand.segments), "rewrite": text, "kept": reason is None,
+                  "rejected_because": reason} for cand, text, reason in tried]
+        everyone = gather_object(local)
+        if everyone and trainer.accelerator.is_main_process:
+            self.log().write_rewrites(trainer.state.global_step + 1, everyone)
+
+
+__all__ = ["RolloutLog", "TrainRolloutLog", "mean_advantage", "read_rollouts", "step_summary"]

@@ -15,6 +15,8 @@ the ones near the boundary, whose greedy choice the prior decides, count most.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 
@@ -22,6 +24,7 @@ import torch
 from transformers import DynamicCache
 
 from searchrl.rollout.kv_batch import cache_keyword, peft_base
+from searchrl.trainer.levers.base import Lever
 
 
 def opener_log_odds(model, prompts: Sequence[Sequence[int]], openers: Sequence[Sequence[int]], pad_id: int,
@@ -126,4 +129,53 @@ class OpenerAnchor:
         return penalty, metrics
 
 
-__all__ = ["OpenerAnchor", "anchor_penalty", "opener_log_odds"]
+class OpenerAnchorLever(Lever):
+    """rollout.opener_anchor: each training step's scheduled questions recorded with their reference log-odds
+    (`on_step_batch`), and the anchor's term added to the next micro-batch's loss (`extra_loss`)."""
+
+    name = "opener_anchor"
+
+    def __init__(self, trainer) -> None:
+        super().__init__(trainer)
+        self.anchor = OpenerAnchor(trainer.args.rollout.opener_anchor, trainer.engine.opener_ids,
+                                   trainer.processing_class.pad_token_id, self._reference(),
+                                   trainer.accelerator.autocast)
+
+    def _reference(self):
+        """What the anchor measures from, as a callable giving a context that yields the model: TRL's reference
+        model (beta > 0), else the PEFT base with the adapter off, else a frozen copy taken before any update."""
+        trainer = self.trainer
+        policy = trainer.accelerator.unwrap_model(trainer.model)
+        if trainer.ref_model is not None:
+            return lambda: contextlib.nullcontext(trainer.ref_model)
+        if hasattr(policy, "disable_adapter"):
+            @contextlib.contextmanager
+            def adapter_off():
+                with policy.disable_adapter():
+                    yield policy
+            return adapter_off
+        frozen = copy.deepcopy(policy).eval().requires_grad_(False)
+        return lambda: contextlib.nullcontext(frozen)
+
+    def on_step_batch(self, inputs, output, rewards):
+        trainer = self.trainer
+        if trainer.model.training:
+            # The step's scheduled questions (a fixed type mix under stratified selection), not the refills.
+            self.anchor.record(trainer._prompt_ids([row["prompt"] for row in inputs]),
+                               [str(row.get("qtype", "unknown")) for row in inputs])
+        return output
+
+    def extra_loss(self, model, inputs):
+        # A term over the step's prompts with each opener, not over the sampled rollouts.
+        trainer = self.trainer
+        if not trainer.model.training:
+            return None
+        taken = self.anchor.take(model)
+        if taken is None:
+            return None
+        for name, value in taken[1].items():
+            trainer._metrics["train"][name].append(value)
+        return taken[0]
+
+
+__all__ = ["OpenerAnchor", "OpenerAnchorLever", "anchor_penalty", "opener_log_odds"]
