@@ -65,6 +65,8 @@ def test_each_registry_records_itself_by_kind():
     made = core_registry.Registry("a kind no registry has")
     try:
         assert core_registry.live_registry("a kind no registry has") is made
+        core_registry.Registry("a kind no registry has")  # a later one of the same kind does not stand in for it
+        assert core_registry.live_registry("a kind no registry has") is made
     finally:
         core_registry._LIVE.pop("a kind no registry has")
     assert core_registry.live_registry("a kind no registry has") is None

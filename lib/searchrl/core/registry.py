@@ -28,10 +28,11 @@ T = TypeVar("T")
 __all__ = ["Registry", "UnknownNameError", "import_object", "is_import_path", "live_registry", "name_problem",
            "resolve_name", "unknown_name_message"]
 
-# kind -> the Registry of that kind built in this process (the last one, should a module be reloaded). The schema
-# (searchrl.config) checks a name against the live registry of its kind when that registry's module has been
-# imported, so an entry a notebook cell registered passes, and against its own plain list of built-in names when it
-# has not, so that checking a params file imports none of the registries' modules.
+# kind -> the Registry of that kind built in this process (the first one: a registry a user builds later under a kind
+# the library already has does not stand in for the library's). The schema (searchrl.config) checks a name against
+# the live registry of its kind when that registry's module has been imported, so an entry a notebook cell registered
+# passes, and against its own plain list of built-in names when it has not, so that checking a params file imports
+# none of the registries' modules.
 _LIVE: dict[str, Registry] = {}
 
 
@@ -140,7 +141,7 @@ class Registry(Generic[T]):
         self._entries: dict[str, T] = {}
         self._docs: dict[str, str] = {}
         self._imported: dict[str, T] = {}  # objects named by import path, resolved on first use
-        _LIVE[kind] = self
+        _LIVE.setdefault(kind, self)
 
     # ---- adding ---------------------------------------------------------------------------------------------
 
