@@ -622,8 +622,8 @@ def _registry_description(choices: Choices) -> str:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Options fixed by outside libraries; registry names (model, protocol, retriever, rewards, advantage_estimator) are
-# checked by their registries.
+# Options fixed by outside libraries; registry names (protocol, retriever, rewards, advantage_estimator, ...) are
+# checked as their registries check them (searchrl.config.names), model names in searchrl.config.evidence.
 # --------------------------------------------------------------------------------------------------------------
 
 CHOICES: dict[str, tuple[str, ...]] = {

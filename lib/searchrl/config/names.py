@@ -56,11 +56,13 @@ __all__ = [
     "judge_setting_problem",
     "layout_key",
     "metric_key",
+    "metric_name_key",
     "parse_endpoint_argument",
     "protocol_key",
     "remote_retriever_key",
     "retriever_key",
     "split_baseline_name",
+    "split_judge_setting",
     "unknown_metric_message",
 ]  # fmt: skip
 
