@@ -54,6 +54,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"searchrl: unknown command {name!r}{hint}\n\n{_usage()}", file=sys.stderr)
         return 2
     if name == "params":
+        import searchrl.protocols
+        import searchrl.retrieval
+        import searchrl.rewards
+        import searchrl.trainer.advantages  # noqa: F401  (the registries describe() lists, with their descriptions)
         from searchrl.config import RunConfig
 
         print(RunConfig.describe())

@@ -29,7 +29,9 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
+import hashlib
 import inspect
+import json
 import re
 import textwrap
 from collections.abc import Mapping
@@ -40,13 +42,39 @@ from typing import Any
 
 import yaml
 
+from searchrl.config.ablation import (
+    COLD_START_ARM,
+    COLD_START_OVERRIDES,
+    Arm,
+    ablation_base,
+    arm_name_problem,
+    arm_sources,
+    cold_start_source_problems,
+    parse_claims,
+    source_problems,
+)
 from searchrl.config.choices import DRAW_SIZES, PROMPT_SELECTIONS
 from searchrl.config.difficulty import DifficultyConfig, difficulty_problems
+from searchrl.config.errors import ConfigError
 from searchrl.config.evidence import EvidenceConfig, evidence_problems
 from searchrl.config.health import HealthConfig, health_problems
 from searchrl.config.knowledge import KnowledgeConfig, knowledge_problems
 from searchrl.config.memorization import MemorizationConfig, memorization_problems
+from searchrl.config.names import (
+    ADVANTAGE_ESTIMATORS,
+    BENCHMARKS,
+    BENCHMARKS_WITHOUT_QUESTIONS,
+    LAYOUTS,
+    PROTOCOLS,
+    RETRIEVERS,
+    SPLITS,
+    Choices,
+    baseline_problem,
+    judge_setting_problem,
+    metric_name_key,
+)
 from searchrl.config.probe import ProbeConfig, probe_problems
+from searchrl.config.rewards import REWARD_PRESETS, REWARDS, reward_problems
 from searchrl.config.rollout import RolloutConfig, rollout_problems
 from searchrl.config.service import ServiceConfig, service_problems
 from searchrl.config.web_search import WebSearchConfig, web_search_problems
@@ -59,9 +87,14 @@ __all__ = [
     "RESERVED_YAML_KEYS",
     "ConfigError",
     "RunConfig",
+    "arm_names",
+    "arm_problems",
+    "cold_start_key",
+    "cold_start_settings",
     "load_params_file",
     "measured_changes",
     "parse_scalar",
+    "with_cold_start_arm",
     "yaml_loader",
 ]
 
@@ -91,10 +124,6 @@ def measured_changes(was: Mapping[str, Any], now: RunConfig) -> dict[str, tuple[
             if k not in skip and current.get(k) != was.get(k, defaults.get(k))}
 
 _DESCRIBE_HINT = "list them with: python -m searchrl.config"
-
-
-class ConfigError(ValueError):
-    """A parameter set that cannot describe a run: unknown key, wrong type, out-of-range value or bad file."""
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -556,12 +585,11 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
 
     @classmethod
     def describe(cls) -> str:
-        """A table of every parameter (section, name, type, default, documentation), then every registry's names."""
-        from searchrl.protocols import PROTOCOLS
-        from searchrl.retrieval import RETRIEVERS
-        from searchrl.rewards import REWARD_PRESETS, REWARDS
-        from searchrl.trainer.advantages import ADVANTAGE_ESTIMATORS
+        """A table of every parameter (section, name, type, default, documentation), then every registry's names.
 
+        The registries are read where they live (``searchrl.core.registry``), with their entries' descriptions, so
+        the entry points (``python -m searchrl.config``, ``searchrl params``) import them first; one not imported
+        lists its built-in names only."""
         defaults = cls.defaults()
         rows = [("name", "type", "default", "doc")]
         order = {section: i for i, section in enumerate(SECTION_ORDER)}
@@ -583,13 +611,19 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
         for title, registry in (("protocol", PROTOCOLS), ("retriever", RETRIEVERS), ("rewards", REWARDS),
                                 ("rewards: presets (write preset:<name>)", REWARD_PRESETS),
                                 ("advantage_estimator", ADVANTAGE_ESTIMATORS)):
-            out += ["", f"== {title} ==", registry.describe()]
+            out += ["", f"== {title} ==", _registry_description(registry)]
         return "\n".join(out)
 
 
+def _registry_description(choices: Choices) -> str:
+    """The live registry's own listing (names and descriptions), else the built-in names one a line."""
+    live = choices.live
+    return live.describe() if live is not None else "\n".join(f"  {name}" for name in choices.names())
+
+
 # --------------------------------------------------------------------------------------------------------------
-# Options fixed by outside libraries; registry names (model, protocol, retriever, rewards, advantage_estimator) are
-# checked by their registries.
+# Options fixed by outside libraries; registry names (protocol, retriever, rewards, advantage_estimator, ...) are
+# checked as their registries check them (searchrl.config.names), model names in searchrl.config.evidence.
 # --------------------------------------------------------------------------------------------------------------
 
 CHOICES: dict[str, tuple[str, ...]] = {
@@ -728,12 +762,9 @@ def _question_count_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]
 
 def _ablation_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Each arm's overrides must make a valid config on their own (typos fail naming the arm); claims must name
-    arms that exist. The checks are the ablation package's own (searchrl.experiments.ablation), imported only when needed."""
+    arms that exist. The ablation package (searchrl.experiments.ablation) runs ablations with these same checks."""
     if not values["arms"] and not values["claims"]:
         return []
-    from searchrl.experiments.ablation.arms import ablation_base, arm_names, arm_problems, cold_start_source_problems
-    from searchrl.experiments.ablation.verdict import parse_claims
-
     problems = []
     base = ablation_base(values)
     for arm, overrides in values["arms"].items():
@@ -762,12 +793,9 @@ def _environment_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
                 problems.append((name, f"{name} is empty; dataset is a file, so name the {name} file too"))
             elif not path.exists():
                 problems.append((name, f"{name}: no such file {values[name]!r} (relative paths start at {Path.cwd()})"))
-    else:
-        from searchrl.data.synthetic.world import SPLITS
-
-        if values["eval_split"] not in SPLITS:
-            problems.append(("eval_split", (f"eval_split must be one of {', '.join(SPLITS)} for the synthetic world, "
-                                           f"got {values['eval_split']!r}")))
+    elif values["eval_split"] not in SPLITS:
+        problems.append(("eval_split", (f"eval_split must be one of {', '.join(SPLITS)} for the synthetic world, "
+                                       f"got {values['eval_split']!r}")))
     device = values["device"]
     if device.startswith("cuda") or device == "mps":
         import torch
@@ -786,12 +814,9 @@ def _environment_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 def _registry_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Names picked from the ablation registries (protocols, rewards, retrievers, estimators) must exist, so a typo
-    fails here rather than after the model has loaded. Import paths (my_module:thing) are imported to check them."""
-    from searchrl.protocols import PROTOCOLS
-    from searchrl.retrieval import RETRIEVERS
-    from searchrl.rewards import reward_problems
-    from searchrl.trainer.advantages import ADVANTAGE_ESTIMATORS
-
+    fails here rather than after the model has loaded. Import paths (my_module:thing) are imported to check them.
+    Each name is checked by its registry where that is imported (so a notebook's own entries pass), else against
+    the built-in names (searchrl.config.names), with the same messages."""
     problems = []
     for name, registry in (("protocol", PROTOCOLS), ("retriever", RETRIEVERS),
                            ("advantage_estimator", ADVANTAGE_ESTIMATORS)):
@@ -807,12 +832,6 @@ def _registry_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 def _evaluation_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The eval_benchmarks notebook's names (benchmarks, baselines, metrics, layouts, judge) must exist."""
-    from searchrl.data.benchmarks import BENCHMARKS
-    from searchrl.evaluation.baselines import baseline_problem
-    from searchrl.evaluation.paper_tables import LAYOUTS
-    from searchrl.judge import judge_setting_problem
-    from searchrl.metrics.scoring import metric
-
     problems = []
     benchmarks = [b for b in values["benchmarks"] if b != "synthetic"]  # the synthetic world is always there
     for name, registry, entries in (("benchmarks", BENCHMARKS, benchmarks),
@@ -821,12 +840,12 @@ def _evaluation_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     problems += [("benchmarks", f"benchmarks: {p}") for p in map(_benchmark_without_questions, benchmarks) if p]
     for entry in values["eval_metrics"]:
         try:
-            metric(entry)  # also checks a paper variant's ':' suffix
+            metric_name_key(entry)  # also checks a paper variant's ':' suffix
         except (TypeError, ValueError) as error:
             problems.append(("eval_metrics", f"eval_metrics: {error}"))
     problems += [("baselines", f"baselines: {p}") for p in map(baseline_problem, values["baselines"]) if p]
     try:
-        metric(values["difficulty_metric"])
+        metric_name_key(values["difficulty_metric"])
     except (TypeError, ValueError) as error:
         problems.append(("difficulty_metric", f"difficulty_metric: {error}"))
     judge = judge_setting_problem(values["judge"])
@@ -838,15 +857,105 @@ def _evaluation_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
 def _benchmark_without_questions(name: str) -> str | None:
     """A benchmark whose questions come from a file named at load time (`custom`): no RunConfig field can name that
     file, so the eval_benchmarks notebook would fail when it reaches it."""
-    from searchrl.data.benchmarks import BENCHMARKS, BenchmarkSpec
-
     if BENCHMARKS.problem(name):
         return None  # reported as an unknown name already
-    spec = BENCHMARKS.get(name)
-    if not isinstance(spec, BenchmarkSpec) or spec.question_file:
+    live = BENCHMARKS.live
+    # Without the registry, a name is a built-in benchmark or an import path, whose object is no BenchmarkSpec
+    # (a module that builds one imports the registry's module, which then answers).
+    if not (live.without_questions(name) if live is not None else BENCHMARKS.key(name) in BENCHMARKS_WITHOUT_QUESTIONS):
         return None
     return (f"{name!r} reads its questions from a file no parameter can name, so remove it here and evaluate it "
             f"from Python: load_benchmark({name!r}, questions=\"my_questions.jsonl\", corpus=...)")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Ablations: an arm's config is the ablation's with the arm's overrides; the checks that need RunConfig itself.
+# --------------------------------------------------------------------------------------------------------------
+
+# Settings the cold start does not read. Every other setting (including any added later) keys the shared cold start,
+# so an unknown setting costs an extra cold start instead of silently sharing a wrong one.
+# The cold start trains on templated trajectories of the run's data: the RL-side data selection, the health checks
+# of RL training and the memorization loss (R1-Searcher++'s, added to RL's loss only) do not change it.
+_NOT_COLD_START_SECTIONS = ("RL", "eval", "benchmarks", "ablation", "data difficulty", "training health",
+                            "memorization")
+_NOT_COLD_START_FIELDS = (
+    # where the run is recorded, and how it computes
+    "run_name", "output_root", "evidence_copy_dir", "resume", "report_to", *COMPUTE_ONLY_SETTINGS,
+    # generation engine and sampling: the cold start trains on templated trajectories, it samples nothing
+    "use_vllm", "vllm_gpu_memory_utilization", "vllm_mode", "vllm_server_url", "temperature", "top_p",
+    # retriever service retries, waits and outages, and the untrained evaluation's subset
+    "retriever_timeout_s", "retriever_retries", "retriever_backoff_s", "retriever_outage_s", "service_wait_s",
+    "n_eval_untrained",
+)  # fmt: skip
+
+
+def arm_problems(base: Mapping[str, Any], name: str, overrides: Mapping[str, Any]) -> list[str]:
+    """What is wrong with arm `name` (its folder name, a setting no arm may change, or its overrides on top of `base`,
+    an ablation's values without its own lists: `ablation_base`), one message a problem, each naming the arm.
+    RunConfig's own validation calls this too, so a params file with a bad arm fails before anything runs."""
+    arm = Arm(name, dict(overrides))
+    problem = arm_name_problem(arm)
+    if problem:
+        return [problem]
+    try:
+        RunConfig.merge(("ablation config", base), (f"arm {arm.name!r}", arm.overrides))
+    except ConfigError as error:
+        # merge's message lists one problem a line under a header, then a hint line "(list them with ...)"
+        lines = [line.strip() for line in str(error).splitlines()[1:] if line.startswith("  ")]
+        return [line if arm.name in line else f"arm {arm.name!r}: {line}" for line in lines] or [str(error)]
+    return []
+
+
+def arm_names(values: Mapping[str, Any]) -> list[str]:
+    """The names of the arms of an ablation's parameter `values`: `arms`' own, then those `cold_start_arm` adds."""
+    named = [Arm(str(name), dict(overrides or {})) for name, overrides in values["arms"].items()]
+    return [arm.name for arm in (with_cold_start_arm(named, values) if values["cold_start_arm"] else named)]
+
+
+def with_cold_start_arm(arms: list[Arm], values: Mapping[str, Any]) -> list[Arm]:
+    """`arms` and the arms that evaluate cold starts without RL (`values`: the ablation's parameters):
+
+    - `cold_start` (unless an arm is named so): the cold start of the arms that change nothing it reads;
+    - `cold_start.<arm>` for every other cold start an arm starts from, evaluated with the settings of `<arm>`, the
+      first arm whose own it is (ablate_topk's top_k and max_searches arms each have one).
+
+    So the table shows what RL changed in every arm, not only in those sharing the first cold start.
+    """
+    everyone = list(arms)
+    if not any(arm.name == COLD_START_ARM for arm in arms):
+        everyone.append(Arm(COLD_START_ARM, dict(COLD_START_OVERRIDES)))
+    by_name = {arm.name: arm for arm in everyone}
+    plan = {"arms": {a.name: a.overrides for a in everyone}, "cold_start_arm": False,
+            "cold_start_from": values.get("cold_start_from", "")}
+    sources, base = arm_sources(plan), ablation_base(values)
+    if source_problems(sources):
+        return everyone  # reported by the checks of `cold_start_from`
+    try:
+        keys = {name: cold_start_key(RunConfig.merge(("ablation config", base), (f"arm {name!r}", arm.overrides)))
+                for name, arm in by_name.items()}
+    except ConfigError:
+        return everyone  # an invalid arm: reported by `arm_problems`
+    seen = {keys[sources[COLD_START_ARM]]}
+    for arm in arms:
+        source = sources[arm.name]
+        if keys[source] in seen:
+            continue
+        seen.add(keys[source])
+        own = {k: v for k, v in by_name[source].overrides.items() if k != "cold_start_from"}
+        everyone.append(Arm(f"{COLD_START_ARM}.{source}", {**own, "cold_start_from": "", **COLD_START_OVERRIDES}))
+    return everyone
+
+
+def cold_start_settings(cfg: RunConfig) -> dict[str, Any]:
+    """The settings a cold start depends on (everything but RL, evaluation, benchmarks and bookkeeping)."""
+    return {name: value for name, value in cfg.to_dict().items()
+            if FIELD_SECTIONS.get(name) not in _NOT_COLD_START_SECTIONS and name not in _NOT_COLD_START_FIELDS}
+
+
+def cold_start_key(cfg: RunConfig) -> str:
+    """A short name for `cfg`'s cold start: equal for configs whose cold starts are the same."""
+    text = json.dumps(cold_start_settings(cfg), sort_keys=True, default=str)
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:8]
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -8,7 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["AUTO", "POLICY", "EvidenceConfig", "answerer_problem", "evidence_problems"]
+from searchrl.config.models import BUNDLED, TINY_POLICIES
+
+__all__ = ["AUTO", "POLICY", "EvidenceConfig", "answerer_problem", "evidence_problems", "split_tool_argument",
+           "tool_argument_problem"]
 
 
 AUTO = "auto"  # a bundled model of another family when installed, else the policy (with a warning)
@@ -32,8 +35,6 @@ def answerer_problem(value: Any) -> str | None:
     """What is wrong with an `evidence_answerer` value, or None (a folder or hub id is checked when it loads)."""
     if not isinstance(value, str) or not value.strip():
         return f"evidence_answerer must be a non-empty string (auto, policy, a model name or path), got {value!r}"
-    from searchrl.models import BUNDLED, TINY_POLICIES
-
     value = value.strip()
     if value in (AUTO, POLICY) or value in BUNDLED or value in TINY_POLICIES:
         return None
@@ -50,3 +51,26 @@ def evidence_problems(values: Mapping[str, Any] | Any) -> list[tuple[str, str]]:
         values, "evidence_answerer", AUTO)
     problem = answerer_problem(value)
     return [("evidence_answerer", problem)] if problem else []
+
+
+def split_tool_argument(arg: str) -> tuple[str, str | None]:
+    """(checkpoint, answerer or None) of the text after "evidence_tool:": "<checkpoint>[@<answerer>]".
+
+    The last "@" separates them, so a checkpoint path must not end in "@something" (pass checkpoint= instead).
+    """
+    checkpoint, sep, answerer = str(arg).strip().rpartition("@")
+    if not sep:
+        return str(arg).strip(), None
+    if not checkpoint.strip() or not answerer.strip():
+        raise ValueError(f"evidence_tool:{arg}: write 'evidence_tool:<checkpoint>@<answerer>' with both parts "
+                         "non-empty (or drop '@<answerer>' for the default, auto)")
+    return checkpoint.strip(), answerer.strip()
+
+
+def tool_argument_problem(arg: str) -> str | None:
+    """What is wrong with the text after "evidence_tool:", or None (the checkpoint is checked when it runs)."""
+    try:
+        _, answerer = split_tool_argument(arg)
+    except ValueError as err:
+        return str(err)
+    return answerer_problem(answerer) if answerer is not None else None

@@ -6,12 +6,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
+from urllib.parse import urlsplit
 
 from searchrl.core.settings import integer_problems, raise_problems, seconds_problems
 
 MAX_QUERY_CHARS = 2000  # generous for any real question; bounds the cost of a runaway generation
 
-__all__ = ["MAX_QUERY_CHARS", "SERVICE_SCHEMES", "WEB_SEARCH_PREFIX", "ServiceConfig", "is_web_search_name", "service_problems"]
+__all__ = ["MAX_QUERY_CHARS", "SERVICE_SCHEMES", "WEB_SEARCH_PREFIX", "ServiceConfig", "is_web_search_name",
+           "service_problems", "service_url"]
 
 
 SERVICE_SCHEMES = ("http", "https")
@@ -71,3 +73,30 @@ def service_problems(values: Mapping[str, Any] | Any) -> list[tuple[str, str]]:
 def is_web_search_name(name: Any) -> bool:
     """Whether a retriever name points at a web search API (``web+https://...``; checked in full by the registry)."""
     return isinstance(name, str) and name.strip().lower().startswith(WEB_SEARCH_PREFIX)
+
+
+def service_url(name: str) -> str | None:
+    """The base URL a retriever name points at, or None when the name is not a service (e.g. "bm25").
+
+    Accepts ``http://HOST:PORT[/prefix]``, ``https://...`` and the short ``http:HOST:PORT``. A name that starts
+    like a service but is not a usable URL raises ValueError saying what is wrong.
+    """
+    if not isinstance(name, str):
+        return None
+    text = name.strip()
+    scheme, colon, rest = text.partition(":")
+    if not colon or scheme.lower() not in SERVICE_SCHEMES:
+        return None
+    if not rest.startswith("//"):
+        rest = "//" + rest  # the short form http:HOST:PORT
+    url = f"{scheme.lower()}:{rest}".rstrip("/")
+    parts = urlsplit(url)
+    if not parts.hostname:
+        raise ValueError(f"retriever {name!r} names a service without a host; write e.g. http://127.0.0.1:8000")
+    try:
+        parts.port  # noqa: B018  (raises ValueError for a port that is not a number in range)
+    except ValueError:
+        raise ValueError(f"retriever {name!r}: the port is not a number between 0 and 65535") from None
+    if parts.query or parts.fragment:
+        raise ValueError(f"retriever {name!r}: a service URL takes no ?query or #fragment")
+    return url

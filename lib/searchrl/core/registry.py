@@ -19,13 +19,21 @@ import difflib
 import importlib
 import importlib.util
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["Registry", "UnknownNameError", "import_object", "is_import_path"]
+__all__ = ["Registry", "UnknownNameError", "import_object", "is_import_path", "live_registry", "name_problem",
+           "resolve_name", "unknown_name_message"]
+
+# kind -> the Registry of that kind built in this process (the first one: a registry a user builds later under a kind
+# the library already has does not stand in for the library's). The schema (searchrl.config) checks a name against
+# the live registry of its kind when that registry's module has been imported, so an entry a notebook cell registered
+# passes, and against its own plain list of built-in names when it has not, so that checking a params file imports
+# none of the registries' modules.
+_LIVE: dict[str, Registry] = {}
 
 
 class UnknownNameError(ValueError):
@@ -73,6 +81,52 @@ def import_object(path: str) -> Any:
     return obj
 
 
+def live_registry(kind: str) -> Registry | None:
+    """The registry of `kind` ("reward", "protocol", ...) built in this process, or None when none has been."""
+    return _LIVE.get(kind)
+
+
+def unknown_name_message(kind: str, name: Any, known: list[str], normalize: Callable[[str], str]) -> str:
+    """What an unknown name of `kind` is told: the nearest of the `known` (sorted) names, all of them, and the
+    import path form."""
+    close = difflib.get_close_matches(normalize(str(name)), known, n=1, cutoff=0.5)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return (f"unknown {kind} {name!r}{hint}; known: {', '.join(known)}; or give an import path "
+            f"'package.module:object' / 'file.py:object'")
+
+
+def resolve_name(kind: str, name: Any, known: Collection[str], normalize: Callable[[str], str],
+                 imported: dict[str, Any] | None = None) -> str:
+    """The key `name` resolves to among the `known` keys of `kind`, or its import path (imported here, and kept in
+    `imported` when given, which also spares a second import). Raises TypeError for a name that is no string and
+    :class:`UnknownNameError` for one that resolves to nothing."""
+    if not isinstance(name, str):
+        raise TypeError(f"a {kind} name must be a string, got {type(name).__name__}")
+    key = normalize(name)
+    if key in known:
+        return key
+    path = name.strip()
+    if is_import_path(path):
+        if imported is None:
+            import_object(path)
+        elif path not in imported:
+            imported[path] = import_object(path)
+        return path
+    raise UnknownNameError(unknown_name_message(kind, name, sorted(known), normalize))
+
+
+def name_problem(key: Callable[[str], str], name: Any) -> str | None:
+    """What is wrong with `name` for the lookup `key` (``Registry.key`` or one like it), or None when it resolves:
+    the message of an unknown name or a wrong type, or what importing a user's module raised."""
+    try:
+        key(name)
+    except (UnknownNameError, TypeError) as err:
+        return str(err)
+    except Exception as err:  # noqa: BLE001  (the user's module raised while importing: report, do not crash)
+        return f"{name!r}: importing it failed: {type(err).__name__}: {err}"
+    return None
+
+
 class Registry(Generic[T]):
     """Named entries of one kind (``kind`` names it in messages: "reward", "protocol", ...).
 
@@ -87,6 +141,7 @@ class Registry(Generic[T]):
         self._entries: dict[str, T] = {}
         self._docs: dict[str, str] = {}
         self._imported: dict[str, T] = {}  # objects named by import path, resolved on first use
+        _LIVE.setdefault(kind, self)
 
     # ---- adding ---------------------------------------------------------------------------------------------
 
@@ -114,17 +169,8 @@ class Registry(Generic[T]):
 
     def key(self, name: str) -> str:
         """The registered key ``name`` resolves to (importing an import path on first use)."""
-        if not isinstance(name, str):
-            raise TypeError(f"a {self.kind} name must be a string, got {type(name).__name__}")
-        key = self._normalize(name)
-        if key in self._entries:
-            return key
-        if is_import_path(name.strip()):
-            # Kept apart from the registered entries: listing shows what was registered, not every path used.
-            if name.strip() not in self._imported:
-                self._imported[name.strip()] = import_object(name.strip())
-            return name.strip()
-        raise UnknownNameError(self._unknown_message(name))
+        # Kept apart from the registered entries: listing shows what was registered, not every path used.
+        return resolve_name(self.kind, name, self._entries, self._normalize, self._imported)
 
     def get(self, name: str) -> T:
         """The entry for ``name``; unknown names raise :class:`UnknownNameError` with the nearest known one."""
@@ -133,20 +179,7 @@ class Registry(Generic[T]):
 
     def problem(self, name: str) -> str | None:
         """What is wrong with ``name`` (for validation before a run starts), or None when it resolves."""
-        try:
-            self.key(name)
-        except (UnknownNameError, TypeError) as err:
-            return str(err)
-        except Exception as err:  # noqa: BLE001  (the user's module raised while importing: report, do not crash)
-            return f"{name!r}: importing it failed: {type(err).__name__}: {err}"
-        return None
-
-    def _unknown_message(self, name: str) -> str:
-        known = self.names()
-        close = difflib.get_close_matches(self._normalize(str(name)), known, n=1, cutoff=0.5)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        return (f"unknown {self.kind} {name!r}{hint}; known: {', '.join(known)}; or give an import path "
-                f"'package.module:object' / 'file.py:object'")
+        return name_problem(self.key, name)
 
     # ---- reading --------------------------------------------------------------------------------------------
 

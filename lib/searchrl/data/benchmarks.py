@@ -56,6 +56,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from searchrl.config.names import benchmark_key
 from searchrl.core.registry import Registry, is_import_path
 from searchrl.data.loaders import (
     DATA_ENV_VAR,
@@ -71,11 +72,6 @@ HOTPOTQA_FILES = tuple(f"hotpotqa-distractor/hotpotqa_{split}.jsonl" for split i
 HOPS = ("single", "multi", "any")
 TRACE_FILES = tuple(f"r1-searcher/traces/{name}.jsonl" for name in (
     "2wiki_qwen", "bamboogle_llama", "bamboogle_qwen", "hotpotqa_llama", "hotpotqa_qwen"))
-
-
-def _normalize_name(name: str) -> str:
-    """Accept "R1S-2Wiki", " HotpotQA " for r1s_2wiki, hotpotqa."""
-    return name.strip().lower().replace("-", "_").replace(" ", "_")
 
 
 # ---- what a benchmark is --------------------------------------------------------------------------------------
@@ -148,7 +144,7 @@ class Benchmark:
 
 # name -> function(data folder) -> passages (None: no corpus)
 BENCHMARK_CORPORA: Registry[Callable[[Path], list[Doc] | None]] = Registry("benchmark corpus",
-                                                                            normalize=_normalize_name)
+                                                                            normalize=benchmark_key)
 
 
 @lru_cache(maxsize=8)
@@ -190,7 +186,17 @@ BENCHMARK_CORPORA.register("none", lambda data_dir: None, doc="no corpus: for ba
 
 # ---- the registry -----------------------------------------------------------------------------------------
 
-BENCHMARKS: Registry[BenchmarkSpec] = Registry("benchmark", normalize=_normalize_name)
+class BenchmarkRegistry(Registry):
+    """The benchmarks' registry, which also tells the benchmarks whose question file is named when they load."""
+
+    def without_questions(self, name: str) -> bool:
+        """Whether benchmark `name` reads its questions from a file named when it loads (`custom`), which no
+        parameter can name."""
+        spec = self.get(name)
+        return isinstance(spec, BenchmarkSpec) and not spec.question_file
+
+
+BENCHMARKS: BenchmarkRegistry[BenchmarkSpec] = BenchmarkRegistry("benchmark", normalize=benchmark_key)
 
 _ALL_FOUR = ("Search-R1", "R1-Searcher", "R1-Searcher++", "R-Search")
 _SPECS = (

@@ -29,6 +29,7 @@ from typing import Any
 
 import pandas as pd
 
+from searchrl.config.names import layout_key
 from searchrl.core.registry import Registry
 
 __all__ = ["LAYOUTS", "MISSING", "PAPER_SETTINGS", "Layout", "PaperTable", "layout_names", "our_settings",
@@ -149,8 +150,7 @@ class Layout:
         return dict(self.datasets).get(DATASET_ALIASES.get(dataset, dataset))
 
 
-LAYOUTS: Registry[Layout] = Registry("paper table layout",
-                                     normalize=lambda name: name.strip().lower().replace("-", "_").replace(" ", "_"))
+LAYOUTS: Registry[Layout] = Registry("paper table layout", normalize=layout_key)
 LAYOUTS.register("search_r1_table2", Layout(
     name="search_r1_table2", paper="search_r1", table="Table 2",
     datasets=(("nq", "NQ"), ("triviaqa", "TriviaQA"), ("popqa", "PopQA"), ("hotpotqa", "HotpotQA"),

@@ -30,7 +30,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from searchrl.config.evidence import AUTO, POLICY, answerer_problem
+from searchrl.config.evidence import AUTO, POLICY, answerer_problem, split_tool_argument, tool_argument_problem
 from searchrl.data.schema import check_rows
 from searchrl.evaluation.evaluate import EvalResult, completion_text, rollout_questions, score_trajectory
 from searchrl.metrics.scoring import metric
@@ -188,29 +188,6 @@ def tool_summary(result: EvalResult, metric_name: str = "f1") -> dict[str, float
 
 
 # ------------------------------------------------------------------------------------------------ names
-
-
-def split_tool_argument(arg: str) -> tuple[str, str | None]:
-    """(checkpoint, answerer or None) of the text after "evidence_tool:": "<checkpoint>[@<answerer>]".
-
-    The last "@" separates them, so a checkpoint path must not end in "@something" (pass checkpoint= instead).
-    """
-    checkpoint, sep, answerer = str(arg).strip().rpartition("@")
-    if not sep:
-        return str(arg).strip(), None
-    if not checkpoint.strip() or not answerer.strip():
-        raise ValueError(f"evidence_tool:{arg}: write 'evidence_tool:<checkpoint>@<answerer>' with both parts "
-                         "non-empty (or drop '@<answerer>' for the default, auto)")
-    return checkpoint.strip(), answerer.strip()
-
-
-def tool_argument_problem(arg: str) -> str | None:
-    """What is wrong with the text after "evidence_tool:", or None (the checkpoint is checked when it runs)."""
-    try:
-        _, answerer = split_tool_argument(arg)
-    except ValueError as err:
-        return str(err)
-    return answerer_problem(answerer) if answerer is not None else None
 
 
 def resolve_tool_checkpoint(checkpoint: str | Path) -> tuple[str, str | None]:

@@ -12,34 +12,22 @@ A new backend registers a factory `(argument: str, **options) -> Judge` in `JUDG
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
+from searchrl.config.names import NO_JUDGE, judge_backend_key, judge_setting_problem, parse_endpoint_argument
+from searchrl.config.names import split_judge_setting as split_setting
 from searchrl.core.registry import Registry
 from searchrl.judge.base import Judge
 from searchrl.judge.endpoint import EndpointJudge
 from searchrl.judge.local import DEFAULT_LOCAL_JUDGE, LocalJudge
 
 JudgeFactory = Callable[..., Judge]
-JUDGE_BACKENDS: Registry[JudgeFactory] = Registry("judge backend", normalize=lambda name: name.strip().lower())
-NO_JUDGE = frozenset({"", "none", "off", "false", "no"})
-_MODEL_AT_URL = re.compile(r"^(?P<model>.+?)@(?P<url>https?://\S+)$")
+JUDGE_BACKENDS: Registry[JudgeFactory] = Registry("judge backend", normalize=judge_backend_key)
 
 
 def _local(argument: str, **options: Any) -> Judge:
     return LocalJudge.load(argument or DEFAULT_LOCAL_JUDGE, **options)
-
-
-def parse_endpoint_argument(argument: str) -> tuple[str, str | None]:
-    """`model@http://host/v1` -> (model, url); a bare `model` -> (model, None). Model names may hold ':' and '/'."""
-    argument = argument.strip()
-    found = _MODEL_AT_URL.match(argument)
-    model, url = (found["model"], found["url"]) if found else (argument, None)
-    if not model or model.startswith(("@", "http://", "https://")):
-        raise ValueError(f"judge setting 'openai:{argument}' names no model; write openai:<model>@<base URL>, "
-                         "e.g. openai:gpt-4o-mini@http://localhost:8000/v1")
-    return model, url
 
 
 def _endpoint(argument: str, **options: Any) -> Judge:
@@ -50,12 +38,6 @@ def _endpoint(argument: str, **options: Any) -> Judge:
 JUDGE_BACKENDS.register("local", _local, doc="a local causal LM, greedy (local:<model name, folder or hub id>)")
 JUDGE_BACKENDS.register("openai", _endpoint,
                         doc="an OpenAI-compatible chat-completions server (openai:<model>@<base URL>)")
-
-
-def split_setting(setting: str) -> tuple[str, str]:
-    """`backend:argument` -> (registered backend key, argument); raises UnknownNameError with a suggestion."""
-    backend, _, argument = setting.strip().partition(":")
-    return JUDGE_BACKENDS.key(backend), argument.strip()
 
 
 def make_judge(setting: str | Judge | None, **options: Any) -> Judge | None:
@@ -70,21 +52,6 @@ def make_judge(setting: str | Judge | None, **options: Any) -> Judge | None:
         return None
     backend, argument = split_setting(setting)
     return JUDGE_BACKENDS.get(backend)(argument, **options)
-
-
-def judge_setting_problem(setting: str | None) -> str | None:
-    """What is wrong with a setting, checked without loading a model or contacting a server; None when fine."""
-    if setting is None or (isinstance(setting, str) and setting.strip().lower() in NO_JUDGE):
-        return None
-    if not isinstance(setting, str):
-        return f"judge must be a string like 'local:smollm2-135m-instruct', got {type(setting).__name__}"
-    try:
-        backend, argument = split_setting(setting)
-        if backend == "openai":
-            parse_endpoint_argument(argument)
-    except ValueError as err:  # UnknownNameError is a ValueError
-        return f"judge {setting!r}: {err}"
-    return None
 
 
 __all__ = ["JUDGE_BACKENDS", "NO_JUDGE", "judge_setting_problem", "make_judge", "parse_endpoint_argument",

@@ -40,12 +40,12 @@ Users add metrics like any registry entry: ``METRICS.register("my_metric", fn)``
 
 from __future__ import annotations
 
-import difflib
 import re
 import string
 from collections.abc import Callable, Iterable, Sequence
 
-from searchrl.core.registry import Registry, UnknownNameError, is_import_path
+from searchrl.config.names import check_metric_name, metric_key
+from searchrl.core.registry import Registry
 from searchrl.metrics.answers import as_answer_list, cover_exact_match, exact_match, f1_score, normalize_answer, word_f1
 
 MetricFn = Callable[[str | None, str | Sequence[str]], float]
@@ -63,12 +63,8 @@ __all__ = [
 ]
 
 
-def _metric_key(name: str) -> str:
-    # "CEM:R1-Searcher" and "cem:r1_searcher" name the same entry, as protocol names do.
-    return name.strip().lower().replace("-", "_")
-
-
-METRICS: Registry[MetricFn] = Registry("metric", normalize=_metric_key)
+# "CEM:R1-Searcher" and "cem:r1_searcher" name the same entry, as protocol names do (metric_key).
+METRICS: Registry[MetricFn] = Registry("metric", normalize=metric_key)
 
 # ---- R1-Searcher's normalisation ------------------------------------------------------------------------------
 
@@ -165,20 +161,8 @@ def metric(name: str) -> MetricFn:
     ``name:paper`` looks like an import path to the registry, so a mistyped variant ("cem:r1searcher") is caught
     here, before it would be imported as module "cem".
     """
-    if not isinstance(name, str):
-        raise TypeError(f"a metric name must be a string, got {type(name).__name__}")
-    if name not in METRICS and is_import_path(name.strip()):
-        base = _metric_key(name).split(":", 1)[0]
-        if base in METRICS:
-            raise UnknownNameError(_unknown_metric_message(name))
+    check_metric_name(name, METRICS)  # the schema's check, so that both say the same
     return METRICS.get(name)
-
-
-def _unknown_metric_message(name: str) -> str:
-    known = METRICS.names()
-    close = difflib.get_close_matches(_metric_key(name), known, n=1, cutoff=0.5)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return f"unknown metric {name!r}{hint}; known: {', '.join(known)}"
 
 
 def mean_scores(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from searchrl.config.names import protocol_key
 from searchrl.core.registry import Registry
 from searchrl.protocols.base import SearchProtocol
 from searchrl.protocols.r1_searcher import R1SearcherProtocol
@@ -10,14 +11,9 @@ from searchrl.protocols.r_search import RSearchProtocol
 from searchrl.protocols.search_r1 import SearchR1Protocol
 from searchrl.protocols.search_r1_compact import SearchR1CompactProtocol
 
-
-def _normalize(name: str) -> str:
-    """Accept the spellings people write: "Search-R1", "r1-searcher++", " R_SEARCH "."""
-    return name.strip().lower().replace("++", "_pp").replace("-", "_").replace(" ", "_")
-
-
-# name -> protocol class (instantiated without arguments).
-PROTOCOLS: Registry[type[SearchProtocol]] = Registry("protocol", normalize=_normalize)
+# name -> protocol class (instantiated without arguments); the spellings people write ("Search-R1", "r1-searcher++")
+# are normalised by the schema's own function, so that it checks names as this registry does.
+PROTOCOLS: Registry[type[SearchProtocol]] = Registry("protocol", normalize=protocol_key)
 PROTOCOLS.register("search_r1", SearchR1Protocol, doc="Search-R1: <think>, <search>, <information>, <answer>")
 PROTOCOLS.register("search_r1_compact", SearchR1CompactProtocol,
                    doc="Search-R1's tags and grammar under a short instruction (70 prompt tokens against 157; CPU budgets)")

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from searchrl.config.service import WEB_SEARCH_PREFIX
-from searchrl.core.registry import Registry, UnknownNameError
+from searchrl.config.names import remote_retriever_key, retriever_key
+from searchrl.core.registry import Registry
 from searchrl.retrieval.base import BaseRetriever, Doc, read_manifest
 from searchrl.retrieval.bm25 import BM25Retriever
 from searchrl.retrieval.dense import DenseRetriever
@@ -27,18 +27,8 @@ class RetrieverRegistry(Registry):
     not a registered kind)."""
 
     def key(self, name: str) -> str:
-        try:
-            url = service_url(name)
-            web_url = web_search_url(name)
-        except ValueError as error:
-            raise UnknownNameError(str(error)) from None
-        if web_url is not None:
-            return WEB_SEARCH_PREFIX + web_url
-        if isinstance(name, str) and name.strip().lower() == "web":
-            # the obvious guess; the address of the API is part of the name
-            raise UnknownNameError("retriever 'web' needs the search API's address: write web+https://HOST/PATH "
-                                   "(the key comes from $SEARCHRL_SEARCH_API_KEY, see web_key_env)")
-        return url if url is not None else super().key(name)
+        remote = remote_retriever_key(name)  # the schema's check of these names, so that both say the same
+        return remote if remote is not None else super().key(name)
 
     def get(self, name: str):
         key = self.key(name)
@@ -54,7 +44,7 @@ class RetrieverRegistry(Registry):
 
 
 # name (the class's `kind`, also written into saved manifests) -> retriever class, built as cls(corpus, **options).
-RETRIEVERS: Registry[type[BaseRetriever]] = RetrieverRegistry("retriever", normalize=lambda name: name.strip().lower())
+RETRIEVERS: Registry[type[BaseRetriever]] = RetrieverRegistry("retriever", normalize=retriever_key)
 RETRIEVERS.register(BM25Retriever.kind, BM25Retriever, doc="BM25 over the corpus (bm25s)")
 RETRIEVERS.register(DenseRetriever.kind, DenseRetriever,
                     doc="dense embeddings (sentence-transformers) in a faiss index")

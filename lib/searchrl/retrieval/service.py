@@ -19,9 +19,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
-from searchrl.config.service import SERVICE_SCHEMES, is_web_search_name
+from searchrl.config.service import is_web_search_name, service_url
 from searchrl.retrieval.base import Doc
 
 __all__ = ["HEALTH_PATH", "SEARCH_PATH", "corpus_fingerprint", "doc_to_json", "service_options", "service_url"]
@@ -31,33 +30,6 @@ SEARCH_PATH = "/search"
 
 
 HEALTH_PATH = "/health"
-
-
-def service_url(name: str) -> str | None:
-    """The base URL a retriever name points at, or None when the name is not a service (e.g. "bm25").
-
-    Accepts ``http://HOST:PORT[/prefix]``, ``https://...`` and the short ``http:HOST:PORT``. A name that starts
-    like a service but is not a usable URL raises ValueError saying what is wrong.
-    """
-    if not isinstance(name, str):
-        return None
-    text = name.strip()
-    scheme, colon, rest = text.partition(":")
-    if not colon or scheme.lower() not in SERVICE_SCHEMES:
-        return None
-    if not rest.startswith("//"):
-        rest = "//" + rest  # the short form http:HOST:PORT
-    url = f"{scheme.lower()}:{rest}".rstrip("/")
-    parts = urlsplit(url)
-    if not parts.hostname:
-        raise ValueError(f"retriever {name!r} names a service without a host; write e.g. http://127.0.0.1:8000")
-    try:
-        parts.port  # noqa: B018  (raises ValueError for a port that is not a number in range)
-    except ValueError:
-        raise ValueError(f"retriever {name!r}: the port is not a number between 0 and 65535") from None
-    if parts.query or parts.fragment:
-        raise ValueError(f"retriever {name!r}: a service URL takes no ?query or #fragment")
-    return url
 
 
 def corpus_fingerprint(corpus: Sequence[Doc]) -> str:

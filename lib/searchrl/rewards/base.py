@@ -7,6 +7,7 @@ closures) so that they pickle with their protocol.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,8 +60,32 @@ class RewardSpec:
     defaults: dict[str, Any] = field(default_factory=dict)
 
 
+def class_and_defaults(entry: Any) -> tuple[type[RewardFunction] | None, dict[str, Any]]:
+    """(the RewardFunction class an entry builds, the options it sets) for a RewardSpec or a RewardFunction class;
+    (None, {}) for a plain function."""
+    if isinstance(entry, RewardSpec):
+        return entry.cls, dict(entry.defaults)
+    if isinstance(entry, type) and issubclass(entry, RewardFunction):
+        return entry, {}
+    return None, {}
+
+
+class RewardRegistry(Registry):
+    """The rewards' registry, which also says what options each reward takes (the schema checks `reward_options`
+    against them)."""
+
+    def options(self, name: str) -> dict[str, Any]:
+        """The options reward `name` accepts, with their effective defaults ({} for a plain reward function)."""
+        cls, defaults = class_and_defaults(self.get(name))
+        if cls is None:
+            return {}
+        parameters = inspect.signature(cls.__init__).parameters
+        options = {p.name: p.default for p in parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY}
+        return {**options, **defaults}
+
+
 # Every reward by name. Entries are RewardSpecs; a user's entry may also be a RewardFunction subclass, or a plain
 # function with TRL's reward signature (used as it is). Each module below registers its own rewards.
-REWARDS: Registry[Any] = Registry("reward")
+REWARDS: RewardRegistry[Any] = RewardRegistry("reward")
 
-__all__ = ["REWARDS", "RewardFunction", "RewardSpec"]
+__all__ = ["REWARDS", "RewardFunction", "RewardRegistry", "RewardSpec", "class_and_defaults"]

@@ -14,13 +14,13 @@ from typing import Any
 import numpy as np
 
 from searchrl.config.knowledge import KnowledgeConfig
+from searchrl.config.names import SPLITS
 from searchrl.data.schema import Doc, QARow
 from searchrl.data.synthetic.entities import Entity, build_entities
 from searchrl.data.synthetic.knowledge import internal_facts, knowledge_config
 from searchrl.data.synthetic.passages import template_vocabulary, write_corpus
 from searchrl.data.synthetic.questions import QUESTION_TYPES, QuestionWriter
 
-SPLITS = ("train", "dev", "test")
 DEFAULT_FRACTIONS = {"train": 0.75, "dev": 0.125, "test": 0.125}
 _PROGRESS_FROM = 50_000  # passages; smaller worlds build in about a second and need no progress bar
 

@@ -17,6 +17,9 @@ import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from searchrl.config.names import BASELINE_NAME_ARGUMENTS as NAME_ARGUMENTS
+from searchrl.config.names import baseline_key, baseline_problem
+from searchrl.config.names import split_baseline_name as split_name
 from searchrl.core.registry import Registry
 from searchrl.data.schema import check_rows
 from searchrl.evaluation.baselines.harness import BaselineRun
@@ -26,24 +29,9 @@ from searchrl.evaluation.baselines.rstool import evidence_tool_baseline
 from searchrl.evaluation.baselines.single_pass import cot, naive, rag
 from searchrl.evaluation.baselines.trained import rl_no_search, sft
 from searchrl.evaluation.evaluate import EvalResult
-from searchrl.evaluation.rstool import tool_argument_problem
-from searchrl.protocols import PROTOCOLS
 from searchrl.rollout import RolloutConfig, TurnGenerator
 
-# The papers' own names for the same rows.
-_ALIASES = {
-    "direct": "naive", "direct_inference": "naive", "naive_generation": "naive", "directly_gen": "naive",
-    "llm_w/o_search": "naive", "standard_rag": "rag", "vanilla_rag": "rag", "r1": "rl_no_search",
-    "prompted": "prompted_search", "rstool": "evidence_tool", "r_search_as_a_tool": "evidence_tool",
-}
-
-
-def _normalize(name: str) -> str:
-    key = name.strip().lower().replace("-", "_").replace(" ", "_")
-    return _ALIASES.get(key, key)
-
-
-BASELINES: Registry[Callable[..., EvalResult]] = Registry("baseline", normalize=_normalize)
+BASELINES: Registry[Callable[..., EvalResult]] = Registry("baseline", normalize=baseline_key)
 BASELINES.register("naive", naive, doc="direct answer, no retrieval (Search-R1 'Direct Inference', 'Naive Generation')")
 BASELINES.register("cot", cot, doc="step-by-step reasoning then answer, no retrieval (Search-R1 'CoT')")
 BASELINES.register("rag", rag, doc="top_k documents for the question in the prompt, then answer ('RAG', 'Standard RAG')")
@@ -56,45 +44,6 @@ BASELINES.register("rl_no_search", rl_no_search,
 BASELINES.register("evidence_tool", evidence_tool_baseline,
                    doc="evidence_tool:<checkpoint>[@<answerer>]: an r_search policy's evidence answered by another "
                        "model (R-Search-as-a-Tool)")
-
-# Registered baselines whose name may carry an argument, and the keyword it stands for.
-NAME_ARGUMENTS = {"prompted_search": "protocol", "sft": "checkpoint", "rl_no_search": "checkpoint",
-                  "evidence_tool": "checkpoint"}
-
-
-def split_name(name: str) -> tuple[str, str]:
-    """(registry key, argument) of a baseline name: "prompted_search:r1_searcher" -> ("prompted_search",
-    "r1_searcher"); unknown names raise with the list of known ones."""
-    if not isinstance(name, str):
-        raise TypeError(f"a baseline name must be a string, got {type(name).__name__}")
-    head, sep, arg = name.partition(":")
-    if sep and head.strip() and _normalize(head) in BASELINES:
-        key = BASELINES.key(head)
-        if key not in NAME_ARGUMENTS:
-            raise ValueError(f"baseline {key!r} takes no ':' argument (got {name!r}); only "
-                             f"{', '.join(sorted(NAME_ARGUMENTS))} do")
-        if not arg.strip():
-            raise ValueError(f"{name!r}: name the {NAME_ARGUMENTS[key]} after ':' or drop the ':'")
-        return key, arg.strip()
-    return BASELINES.key(name), ""
-
-
-def baseline_problem(name: str) -> str | None:
-    """What is wrong with baseline name `name` (for checking parameters before a run starts), or None. A
-    checkpoint named after ':' is checked when the baseline runs (it may not exist yet)."""
-    try:
-        key, arg = split_name(name)
-        if key == "prompted_search" and arg:
-            return PROTOCOLS.problem(arg)
-        if key == "evidence_tool" and arg:
-            problem = tool_argument_problem(arg)
-            return f"{name!r}: {problem}" if problem else None
-    except (ValueError, TypeError) as err:  # UnknownNameError is a ValueError
-        return str(err)
-    except Exception as err:  # noqa: BLE001  (a user's module raised while importing: report it, do not crash)
-        return f"{name!r}: importing it failed: {type(err).__name__}: {err}"
-    return None
-
 
 def baseline_options(name: str) -> list[str] | None:
     """The keyword options a baseline takes besides the shared settings (None: any, it takes **options)."""

@@ -11,21 +11,15 @@ question) pairs as if independent would narrow the interval by up to the square 
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from searchrl.config import ConfigError
+from searchrl.config.ablation import CLAIM_METRICS, Claim, parse_claims
 from searchrl.core.stats import bootstrap_mean
 
-# Per-question record columns a claim can be about (searchrl.evaluation.evaluate.score_trajectory).
-CLAIM_METRICS = ("em", "f1", "cem", "searches", "model_tokens", "total_tokens", "format_ok", "answered",
-                 "support_recall")
-CLAIM_KEYS = {"better", "worse", "metric", "source"}  # what a claim in the `claims` parameter may say
 MIN_QUESTIONS = 100  # fewer held-out questions per seed than this: a paper-sized gap may not be resolvable
 # An arm's seed averaging fewer searches per held-out question than this answered without searching (RL collapsed
 # to guessing, or the arm never searches): its score says how well it guesses, which the verdict should say.
@@ -43,55 +37,6 @@ EMPTY_SEARCHES = 0.25
 # act only on correct searching rollouts, RL stopped searching at step 3, and the three arms trained bit for bit alike).
 SAME_ANSWER_COLUMNS = ("completion", "prediction", "queries")
 REPRODUCED, OPPOSITE, INCONCLUSIVE, NOT_RUN = "reproduced", "opposite", "inconclusive", "not run"
-
-
-@dataclass(frozen=True)
-class Claim:
-    """A paper's claim that arm `better` scores higher than arm `worse` on `metric` (a per-question record column:
-    em, f1, cem, searches, model_tokens, ...); `text` says it in words, `paper` where it is made."""
-
-    text: str
-    better: str
-    worse: str
-    metric: str = "f1"
-    paper: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def parse_claims(claims: Mapping[str, Mapping[str, Any]] | Iterable[Claim], arms: Sequence[str]) -> list[Claim]:
-    """Claims as :class:`Claim` objects, from a list of them or the `claims` parameter ({label: {better, worse,
-    metric, source}}); each must name two different arms among `arms` and a known metric."""
-    if isinstance(claims, Mapping):
-        parsed = []
-        for label, spec in claims.items():
-            if not isinstance(spec, Mapping) or not {"better", "worse"} <= set(spec) or set(spec) - CLAIM_KEYS:
-                raise ConfigError(f"claim {label!r} must be a mapping with better, worse and optionally metric and "
-                                  f"source; got {spec!r}")
-            parsed.append(Claim(text=str(label), better=str(spec["better"]), worse=str(spec["worse"]),
-                                metric=str(spec.get("metric", "f1")), paper=str(spec.get("source", ""))))
-    else:
-        parsed = list(claims)
-    problems = []
-    for claim in parsed:
-        if not isinstance(claim, Claim):
-            problems.append(f"expected a Claim, got {claim!r}")
-            continue
-        for side in (claim.better, claim.worse):
-            if side not in arms:
-                problems.append(f"claim {claim.text!r} names arm {side!r}, which is not among the arms "
-                                f"({', '.join(arms)})")
-        if claim.better == claim.worse:
-            problems.append(f"claim {claim.text!r} compares arm {claim.better!r} with itself")
-        if claim.metric.lower() not in CLAIM_METRICS:
-            near = difflib.get_close_matches(claim.metric.lower(), CLAIM_METRICS, n=1, cutoff=0.5)
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
-            problems.append(f"claim {claim.text!r}: metric {claim.metric!r} is not one of "
-                            f"{', '.join(CLAIM_METRICS)}{hint}")
-    if problems:
-        raise ConfigError("invalid claims:\n  " + "\n  ".join(problems))
-    return parsed
 
 
 # A bound this close to 0 is 0: a resampled mean of differences that cancel (+1/3 and -1/3 over three seeds) comes
