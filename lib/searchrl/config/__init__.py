@@ -155,7 +155,7 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     for a machine that may be lost, point it at a folder that outlives it (synced, mounted, or in git). A relative
     path is taken from the project root. Empty: no copy."""
     resume: bool = False
-    """Continue the run in the current run folder from its last checkpoint (set by `searchrl.experiments.runner --resume`)."""
+    """Continue the run in the current run folder from its last checkpoint (set by `searchrl.runner --resume`)."""
     report_to: str = "none"
     """Experiment tracker handed to TRL: none, tensorboard, trackio, wandb (or another transformers integration)."""
     device: str = "auto"
@@ -280,7 +280,7 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     Zj in docs/lab/LOG.md, one seed: +0.05 F1, the interval touching 0)."""
     train_top_layers: int = 0
     """RL trains only the top N decoder blocks (and the final norm); the embeddings, the output layer and the blocks
-    below stay frozen, so the backward pass stops at the lowest trained block (`searchrl.trainer.freeze`). 0 trains
+    below stay frozen, so the backward pass stops at the lowest trained block (`searchrl.trainer.levers.freeze`). 0 trains
     every weight. A speed lever for CPUs, where the backward pass is the largest part of a step; not with use_peft.
     It may learn less (one seed per setting so far, a direction rather than a result): on lever X's recipe the top
     10 of 30 blocks at lr 1e-5 left half the greedy answers unchanged after 20 steps, and at 3e-5 did not learn X's
@@ -310,7 +310,7 @@ class RunConfig(RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, 
     save_train_rollouts: bool = True
     """Write every scored training rollout (question, completion with its retrieved documents, searches, each
     reward, advantage) to trajectories/train/<stage>/step-NNNN.jsonl, dynamic sampling's extra draws included
-    (`searchrl.trainer.rollout_log`): what RL sampled, behind the logged curves. About 1-3 KB a rollout."""
+    (`searchrl.trainer.levers.rollout_log`): what RL sampled, behind the logged curves. About 1-3 KB a rollout."""
     beta: float = 0.0
     """KL penalty coefficient against the reference model; 0: no reference model."""
     loss_type: str = "dapo"
