@@ -36,8 +36,9 @@ from pathlib import Path
 import pandas as pd
 
 from searchrl.config import RunConfig, parse_scalar
-from searchrl.evaluation.evaluate import completion_text, rollout_questions, score_trajectory
+from searchrl.evaluation.evaluate import completion_text, score_trajectory
 from searchrl.experiments.experiment import Experiment, balanced_take
+from searchrl.rollout.loop import rollout_questions
 
 
 def type_report(records: pd.DataFrame) -> pd.DataFrame:

@@ -556,7 +556,7 @@ class Experiment:
 
     def show_trajectories(self, stage: str, n: int | None = None):
         """HTML of `n` trajectories of one stage, retrieved spans marked (for display in the notebook)."""
-        from searchrl.evaluation.evaluate import render_trajectory
+        from searchrl.evaluation.render import render_trajectory
 
         records = self.results[stage].records
         n = n or self.cfg.n_trajectories_shown
@@ -571,7 +571,7 @@ class Experiment:
         """HTML of what RL sampled at one step (default: the last logged), `groups_per_type` groups of each question
         type, every rollout of a group with its reward and advantage (GRPO compares them within the group); saved as
         figures/training_rollouts_step<N>.html. Needs `save_train_rollouts`. Also prints the per-step summary."""
-        from searchrl.evaluation.evaluate import render_trajectory
+        from searchrl.evaluation.render import render_trajectory
         from searchrl.trainer.rollout_log import read_rollouts, step_summary
 
         rollouts = read_rollouts(self.run_dir / "trajectories" / "train")
