@@ -37,7 +37,8 @@ import pandas as pd
 
 from searchrl.config import RunConfig, parse_scalar
 from searchrl.evaluation.evaluate import completion_text, score_trajectory
-from searchrl.experiments.experiment import Experiment, balanced_take
+from searchrl.experiments.experiment import Experiment
+from searchrl.experiments.experiment_data import balanced_take
 from searchrl.rollout.loop import rollout_questions
 
 

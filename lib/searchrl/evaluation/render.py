@@ -1,6 +1,7 @@
 """Rendering trajectories: `render_trajectory` shows one trajectory as HTML with the retrieved spans boxed, so a
-reader can see at a glance which tokens the model wrote and which the search engine appended;
-`render_trajectory_text` does the same for terminals, and `trajectory_pieces` splits a completion into its kinds of span.
+reader can see at a glance which tokens the model wrote and which the search engine appended.
+
+`render_trajectory_text` does the same for terminals; `trajectory_pieces` splits a completion into its kinds of span.
 """
 
 from __future__ import annotations

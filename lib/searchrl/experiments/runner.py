@@ -33,7 +33,6 @@ from searchrl.config import ConfigError
 from searchrl.core.files import read_json
 from searchrl.experiments.runner_exec import RunError, run_notebook
 from searchrl.experiments.runner_plan import NotebookError, RunPlan, _parse_overrides, plan_run
-from searchrl.runs.folder import create_run_dir
 
 __all__ = ["main"]
 
@@ -146,6 +145,7 @@ def _seeds_flag_problem(plan: RunPlan) -> str | None:
 def _run_seeds(args: argparse.Namespace, overrides: dict[str, Any], command: list[str]) -> int:
     """One run per seed; a failed seed is reported and the others still run. Then the spread over seeds."""
     from searchrl.analysis.seeds import report_seeds
+    from searchrl.runs.folder import create_run_dir
 
     if args.resume:
         raise ConfigError("--seeds starts new runs; resume each seed's folder with --resume on its own")
