@@ -19,7 +19,8 @@ from pathlib import Path
 
 from searchrl.config import RunConfig, parse_scalar
 from searchrl.data.synthetic.trajectories import templated_trajectories
-from searchrl.experiments.experiment import Experiment, balanced_take
+from searchrl.experiments.experiment import Experiment
+from searchrl.experiments.experiment_data import balanced_take
 from searchrl.sft import sft_train
 from searchrl.trainer.arguments import sft_args
 

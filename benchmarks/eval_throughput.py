@@ -21,7 +21,7 @@ import torch
 from searchrl.config import RunConfig
 from searchrl.data.synthetic import make_world
 from searchrl.evaluation.evaluate import evaluate
-from searchrl.experiments.experiment import balanced_take
+from searchrl.experiments.experiment_data import balanced_take
 from searchrl.models import load_policy, load_tokenizer
 from searchrl.retrieval import make_retriever
 

@@ -39,7 +39,7 @@ def parse_variant(text: str) -> tuple[str, dict]:
 def worker(notebook: str, params: list[str], overrides: dict, sft_steps: int, rl_steps: int, out: Path) -> None:
     """One variant: the cut-down cold start and RL of the profile; writes its measurements to `out`."""
     from searchrl.experiments.experiment import Experiment
-    from searchrl.experiments.runner import plan_run
+    from searchrl.experiments.runner_plan import plan_run
     from searchrl.runs.memory import read_memory
 
     cfg = plan_run(notebook, params, overrides).config

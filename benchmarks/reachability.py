@@ -36,8 +36,10 @@ from pathlib import Path
 import pandas as pd
 
 from searchrl.config import RunConfig, parse_scalar
-from searchrl.evaluation.evaluate import completion_text, rollout_questions, score_trajectory
-from searchrl.experiments.experiment import Experiment, balanced_take
+from searchrl.evaluation.evaluate import completion_text, score_trajectory
+from searchrl.experiments.experiment import Experiment
+from searchrl.experiments.experiment_data import balanced_take
+from searchrl.rollout.loop import rollout_questions
 
 
 def type_report(records: pd.DataFrame) -> pd.DataFrame:

@@ -46,7 +46,7 @@ def main() -> None:
     from searchrl.data.synthetic.trajectories import FACT_QTYPE
     from searchrl.data.tokenize import tokenize_sft
     from searchrl.experiments.experiment import Experiment
-    from searchrl.experiments.runner import plan_run
+    from searchrl.experiments.runner_plan import plan_run
 
     overrides = {name: yaml.safe_load(value) for name, value in args.param}
     cfg = plan_run(args.notebook, args.params, overrides).config

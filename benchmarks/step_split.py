@@ -97,7 +97,7 @@ def measure(name: str, cfg, policy: str, steps: int, world, retriever, tokenizer
     import torch
 
     from searchrl.core.progress import attach_stage_bar
-    from searchrl.experiments.experiment import balanced_take, seed_everything
+    from searchrl.experiments.experiment_data import balanced_take, seed_everything
     from searchrl.protocols import get_protocol
     from searchrl.rewards import make_rewards
     from searchrl.trainer import SearchGRPOTrainer, prompt_dataset

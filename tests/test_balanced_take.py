@@ -5,7 +5,7 @@ from collections import Counter
 import pytest
 
 from searchrl.config import ConfigError, RunConfig
-from searchrl.experiments.experiment import balanced_take
+from searchrl.experiments.experiment_data import balanced_take
 
 
 def _rows(per_type: int = 30) -> list[dict]:

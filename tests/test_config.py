@@ -252,7 +252,7 @@ def test_replace_validates_and_leaves_original() -> None:
 
 def test_every_params_file_in_the_repo_is_valid() -> None:
     """Each params/<notebook>/<profile>.yaml validates against its notebook and starts with the command running it."""
-    from searchrl.experiments.runner import plan_run
+    from searchrl.experiments.runner_plan import plan_run
 
     files = sorted(PARAMS_DIR.glob("**/*.yaml")) if PARAMS_DIR.is_dir() else []
     if not files:

@@ -9,14 +9,8 @@ import pytest
 
 from fakes import FakeRetriever, MiniProtocol, ScriptedGenerator
 from searchrl.data.schema import Doc, make_row
-from searchrl.evaluation.evaluate import (
-    EvalResult,
-    evaluate,
-    render_trajectory,
-    render_trajectory_text,
-    stage_table,
-    trajectory_pieces,
-)
+from searchrl.evaluation.evaluate import EvalResult, evaluate, stage_table
+from searchrl.evaluation.render import render_trajectory, render_trajectory_text, trajectory_pieces
 from searchrl.protocols import get_protocol
 from searchrl.rollout import RolloutConfig
 

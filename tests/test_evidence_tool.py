@@ -14,7 +14,7 @@ from searchrl import models
 from searchrl.config.evidence import EvidenceConfig, evidence_problems
 from searchrl.data.schema import make_row
 from searchrl.evaluation.baselines import baseline_problem, evaluate_baseline, split_name
-from searchrl.evaluation.evaluate import render_trajectory, render_trajectory_text, trajectory_pieces
+from searchrl.evaluation.render import render_trajectory, render_trajectory_text, trajectory_pieces
 from searchrl.evaluation.rstool import (
     evidence_tool,
     make_tool_answerer,

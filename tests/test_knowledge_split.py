@@ -248,7 +248,7 @@ def test_per_knowledge_breakdown_is_written_and_tabled(tokenizer, tmp_path):
 
 
 def test_the_internal_answer_span_is_marked_in_the_rendered_trajectory():
-    from searchrl.evaluation.evaluate import render_trajectory, render_trajectory_text, trajectory_pieces
+    from searchrl.evaluation.render import render_trajectory, render_trajectory_text, trajectory_pieces
 
     text = ("I know this. <|begin_internal_answer|>The mother of A is B & C.<|end_internal_answer|> Next: "
             "<|begin_external_search|>father of B<|end_external_search|>\n<|begin_search_result|>(1) D was the father "

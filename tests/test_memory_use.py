@@ -59,7 +59,7 @@ def test_the_callback_adds_the_peak_to_each_logged_row(monkeypatch: pytest.Monke
 
 
 def test_a_killed_run_is_told_its_recorded_peaks_and_what_lowers_them(tmp_path: Path) -> None:
-    from searchrl.experiments import runner
+    from searchrl.experiments import runner_exec as runner
 
     (tmp_path / "params.yaml").write_text("micro_batch_size: 0\neval_batch_size: 20\nprompts_per_step: 2\n"
                                           "num_generations: 8\n", encoding="utf-8")

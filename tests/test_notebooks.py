@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from searchrl.experiments.runner import run_notebook
+from searchrl.experiments.runner_exec import run_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))

@@ -10,7 +10,7 @@ import papermill
 import pytest
 
 from searchrl.config import RunConfig, load_params_file
-from searchrl.experiments.runner import parameters_cell_values, plan_run
+from searchrl.experiments.runner_plan import parameters_cell_values, plan_run
 
 ROOT = Path(__file__).resolve().parents[1]
 PARAM_FILES = sorted((ROOT / "params").glob("*/*.yaml"))

@@ -89,7 +89,7 @@ def test_read_and_summarise_rollouts(tmp_path):
 
 
 def test_a_training_rollout_renders_with_its_reward_and_advantage():
-    from searchrl.evaluation.evaluate import render_trajectory
+    from searchrl.evaluation.render import render_trajectory
 
     html = render_trajectory({"completion": "<answer>1901</answer>", "question": "When?", "golden_answers": ["1901"],
                               "reward": 1.0, "advantage": 0.5, "searches": 0}, "search_r1")

@@ -24,15 +24,9 @@ import yaml
 
 from searchrl.config import ConfigError, RunConfig
 from searchrl.core.files import save_figure, write_json, write_trajectories
-from searchrl.experiments.runner import (
-    NotebookError,
-    RunError,
-    main,
-    parameters_cell_values,
-    plan_run,
-    run_notebook,
-    summarize,
-)
+from searchrl.experiments.runner import main, summarize
+from searchrl.experiments.runner_exec import RunError, run_notebook
+from searchrl.experiments.runner_plan import NotebookError, parameters_cell_values, plan_run
 from searchrl.runs import folder as rundir
 from searchrl.runs import history as run_history
 from searchrl.runs import provenance

@@ -131,7 +131,7 @@ class DifficultyCache:
 
 def _questions_per_call(sampler: RolloutSampler, repeats: int, save_every: int) -> int:
     """`save_every` rounded up to whole batches of a sampler that batches `batch_size` rollouts (whole questions,
-    like `searchrl.evaluation.evaluate.rollout_questions`), so that splitting a round leaves no batch part-filled."""
+    like `searchrl.rollout.loop.rollout_questions`), so that splitting a round leaves no batch part-filled."""
     batch_size = getattr(sampler, "batch_size", None)
     if not isinstance(batch_size, int) or batch_size < 1:
         return save_every

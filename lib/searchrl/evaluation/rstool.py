@@ -6,7 +6,7 @@ from that evidence alone; the other model's answers are scored (R-Search section
     result.records[["question", "evidence", "prediction", "policy_prediction", "f1", "policy_f1"]]
     tool_summary(result)        # tool and policy scores, evidence rate, tool - policy F1 with a paired interval
 
-The policy's rollouts are the evaluation rollouts (`searchrl.evaluation.evaluate.rollout_questions`, greedy, the protocol's
+The policy's rollouts are the evaluation rollouts (`searchrl.rollout.loop.rollout_questions`, greedy, the protocol's
 own prompt), so the evidence is exactly what the policy writes when it is evaluated. The evidence is the one the
 evidence reward judges (`judged_evidence`: the parsed box of a completion that searched), and the other model gets
 the protocol's evidence prompt (R-Search's Table 5 template). A question without evidence is still put to the
@@ -32,7 +32,7 @@ import yaml
 
 from searchrl.config.evidence import AUTO, POLICY, answerer_problem, split_tool_argument, tool_argument_problem
 from searchrl.data.schema import check_rows
-from searchrl.evaluation.evaluate import EvalResult, completion_text, rollout_questions, score_trajectory
+from searchrl.evaluation.evaluate import EvalResult, completion_text, score_trajectory
 from searchrl.metrics.scoring import metric
 from searchrl.protocols import get_protocol
 from searchrl.protocols.base import SearchProtocol
@@ -46,6 +46,7 @@ from searchrl.rewards.evidence import (
     resolve_answerer,
 )
 from searchrl.rollout import RolloutConfig, TurnGenerator
+from searchrl.rollout.loop import rollout_questions
 
 TOOL_PROTOCOL = "r_search"
 BASE_METRICS = ("em", "f1", "cem")  # always scored: the columns every evaluation record has

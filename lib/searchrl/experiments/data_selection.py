@@ -8,7 +8,7 @@ question by difficulty (`searchrl.data.difficulty`), and a recipe mixes the buck
 
 or all of it from a run's parameters: `select_training_rows(cfg, rows, protocol, retriever, ...)`.
 
-The rollouts run through evaluation's loop (`searchrl.evaluation.evaluate.rollout_questions`), so they are the rollouts RL
+The rollouts run through evaluation's loop (`searchrl.rollout.loop.rollout_questions`), so they are the rollouts RL
 samples: same prompts, stop strings, observations and budgets, sampled at the rollout temperature. A rollout is
 correct when the answer it gives scores at least `difficulty_min_score` under `difficulty_metric`; the format is
 not judged, as the paper counts rollouts that answer correctly.
@@ -29,11 +29,12 @@ from matplotlib.ticker import MaxNLocator
 
 from searchrl.analysis.plots import ReportFigure
 from searchrl.data.difficulty import difficulty_counts, label_difficulty, mix_by_recipe, recipe_for_stage
-from searchrl.evaluation.evaluate import completion_text, rollout_questions
+from searchrl.evaluation.evaluate import completion_text
 from searchrl.metrics.scoring import metric
 from searchrl.protocols import get_protocol
 from searchrl.protocols.base import SearchProtocol
 from searchrl.rollout import RolloutConfig, TurnGenerator
+from searchrl.rollout.loop import rollout_questions
 
 __all__ = ["PolicySampler", "difficulty_histogram", "policy_identity", "select_training_rows",
            "weights_fingerprint"]

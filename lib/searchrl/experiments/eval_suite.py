@@ -46,7 +46,7 @@ class SyntheticBenchmark:
     @classmethod
     def from_config(cls, cfg: RunConfig) -> SyntheticBenchmark:
         from searchrl.data.synthetic import world_of
-        from searchrl.experiments.experiment import held_out_rows
+        from searchrl.experiments.experiment_data import held_out_rows
 
         # The run's own world and held-out questions (the same for every training seed, so seeds pair up).
         world = world_of(cfg)
@@ -96,7 +96,7 @@ class EvalSuite:
     """One evaluation run over `cfg.benchmarks` x (`cfg.eval_models` + `cfg.baselines`)."""
 
     def __init__(self, cfg: RunConfig, notebook: str = "eval_benchmarks"):
-        from searchrl.experiments.experiment import seed_everything
+        from searchrl.experiments.experiment_data import seed_everything
         from searchrl.models import load_tokenizer
 
         self.cfg = cfg

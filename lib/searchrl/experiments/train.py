@@ -45,7 +45,7 @@ def resolve_config(files: Sequence[str], params: Sequence[tuple[str, str]],
                    resume_dir: str | Path | None = None) -> RunConfig:
     """The run's parameters: RunConfig defaults, then each file, then the ``-p`` pairs (values read as YAML). With
     `resume_dir`, the folder's saved parameters take the files' place and ``resume`` is switched on."""
-    from searchrl.experiments.runner import _parse_overrides
+    from searchrl.experiments.runner_plan import _parse_overrides
 
     if resume_dir is not None:
         if files:

@@ -4,6 +4,7 @@ base.py        RolloutConfig (the rollout settings), TurnOutput, the TurnGenerat
 engine.py      SearchRollout: generate -> retrieve -> append, building env_mask where tokens are appended
 generators.py  turn generators: transformers (cached across turns, or whole-sequence) and vLLM
 kv_turns.py    the KV cache kept across turns; kv_batch.py its batch with hole columns
+loop.py        rollout_questions: the batched question loop that evaluation and rejection sampling share
 """
 
 from searchrl.config.rollout import RolloutConfig

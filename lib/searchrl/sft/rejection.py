@@ -1,6 +1,6 @@
 """Rejection sampling: the policy's own search rollouts, kept when correct and well formed (a cold start source).
 
-It runs through evaluation's rollout loop (`searchrl.evaluation.evaluate.rollout_questions`), so the trajectories are exactly
+It runs through evaluation's rollout loop (`searchrl.rollout.loop.rollout_questions`), so the trajectories are exactly
 what RL would sample: same prompts, stop strings, observations and budgets (`RolloutConfig`).
 """
 
@@ -12,10 +12,11 @@ from typing import Any
 import torch
 
 from searchrl.data.schema import check_rows
-from searchrl.evaluation.evaluate import completion_text, rollout_questions, score_trajectory
+from searchrl.evaluation.evaluate import completion_text, score_trajectory
 from searchrl.protocols import get_protocol
 from searchrl.protocols.base import SearchProtocol
 from searchrl.rollout import RolloutConfig
+from searchrl.rollout.loop import rollout_questions
 
 
 def rejection_sampled_trajectories(

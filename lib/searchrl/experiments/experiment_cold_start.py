@@ -1,0 +1,72 @@
+"""An experiment's cold start: SFT on templated trajectories (and, with `sft_fact_repeats`, the synthetic world's
+internal facts as short statements) before RL; a resumed run keeps the cold start it already finished.
+"""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+
+from searchrl.core.files import write_json
+from searchrl.experiments.experiment_data import balanced_take
+from searchrl.runs.checkpoints import last_complete_checkpoint
+from searchrl.runs.memory import measured
+
+__all__ = ["ExperimentColdStart"]
+
+
+class ExperimentColdStart:
+    """The cold start. A mixin of `searchrl.experiments.experiment.Experiment`, which builds what it reads (cfg,
+    run_dir, protocol, retriever, tokenizer, the question rows, results, history)."""
+
+    def cold_start_items(self) -> list:
+        """What the cold start trains on: `sft_examples` templated trajectories, then (R1-Searcher++'s internal
+        knowledge, with `sft_fact_repeats`) the synthetic world's internal facts as short statements, each item
+        with `qtype` ("fact" for a statement)."""
+        from searchrl.data.synthetic.trajectories import templated_trajectories
+
+        cfg = self.cfg
+        rows = balanced_take(self.train_rows if cfg.dataset != "synthetic" else self.world.splits["train"],
+                             cfg.sft_examples * 2, cfg.sft_question_types or None, cfg.seed + 2,
+                             weights=cfg.sft_type_weights)
+        items = templated_trajectories(rows, self.protocol, self.retriever, rollout=cfg.rollout_config(),
+                                       tokenizer=self.tokenizer, chat=cfg.chat_prompt, seed=cfg.seed,
+                                       plan=cfg.sft_plan_thought)
+        items = items[: cfg.sft_examples]
+        if cfg.dataset == "synthetic" and cfg.sft_fact_repeats:
+            # R1-Searcher++'s internal knowledge, made: the internal facts are taught as short statements (inside
+            # the protocol's internal-answer span when it has one), so the model can answer them without searching.
+            from searchrl.data.synthetic.trajectories import fact_statement_items
+
+            items = items + fact_statement_items(self.world, cfg, self.protocol)
+        return items
+
+    def cold_start(self, model):
+        """SFT on templated trajectories with retrieved tokens masked out of the loss (R1-Searcher++ eq. 2)."""
+        from searchrl.data.synthetic.budget import budget_problems, items_budget
+        from searchrl.sft import sft_train
+        from searchrl.trainer.arguments import sft_args
+
+        cfg = self.cfg
+        if cfg.sft_examples <= 0:
+            return model
+        done = self.run_dir / "checkpoints" / "cold_start"
+        if cfg.resume and (done / "config.json").exists():
+            return self.load_model(str(done))  # a resumed run keeps the cold start it already paid for
+        items = self.cold_start_items()
+        budget = items_budget(items, self.tokenizer, cfg.max_completion_tokens)  # fact statements are not counted
+        write_json(self.run_dir / "sft" / "budget.json", budget)
+        for line in budget_problems(budget, cfg.max_completion_tokens, what="cold-start demonstrations"):
+            warnings.warn(line, stacklevel=2)  # the cold start would teach trajectories that rollouts cut off
+        trainer_dir = self.run_dir / "sft"
+        resume = last_complete_checkpoint(trainer_dir)[0] if cfg.resume else None
+        if resume is not None:
+            print(f"resume: the cold start continues from {resume.name}")
+        with measured(self.run_dir, "cold start"):
+            log = sft_train(model, self.tokenizer, items, sft_args(cfg, trainer_dir, checkpoints=True),
+                            stage_bar="cold start", resume_from_checkpoint=str(resume) if resume else None)
+        write_json(trainer_dir / "history.json", log)
+        self.save_model(model, "cold_start")
+        for checkpoint in trainer_dir.glob("checkpoint-*"):  # a resume now takes the finished cold start instead
+            shutil.rmtree(checkpoint, ignore_errors=True)
+        return model

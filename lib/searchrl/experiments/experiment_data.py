@@ -1,0 +1,120 @@
+"""An experiment's questions: the training and held-out rows a run takes from its dataset, and the checks on them.
+
+`balanced_take` interleaves question types so that small subsets still cover every type; `held_out_rows` are the
+evaluation questions, which depend on the data (world_seed) and never on the training seed.
+"""
+
+from __future__ import annotations
+
+import random
+import warnings
+from collections import defaultdict
+
+import pandas as pd
+import torch
+
+from searchrl.config import RunConfig
+
+__all__ = ["ExperimentData", "balanced_take", "held_out_rows", "seed_everything"]
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        import numpy as np
+
+        np.random.seed(seed)
+    except ImportError:  # pragma: no cover
+        pass
+
+
+def balanced_take(rows: list, n: int, types: list[str] | None = None, seed: int = 0, max_hops: int = 0,
+                  weights: dict[str, int] | None = None) -> list:
+    """Up to `n` rows with question types interleaved (round robin), so small subsets still cover every type;
+    only `types` (all when empty) and, when `max_hops` > 0, only questions of at most that many hops. `weights`
+    gives a type that many rows per round (others 1)."""
+    by_type: dict[str, list] = defaultdict(list)
+    for row in rows:
+        qtype = str(row["metadata"].get("type", "unknown"))
+        if max_hops and int(row["metadata"].get("hops", 1)) > max_hops:
+            continue
+        if not types or qtype in types:
+            by_type[qtype].append(row)
+    rng = random.Random(seed)
+    for group in by_type.values():
+        rng.shuffle(group)
+    weights = weights or {}
+    out, queues = [], [(list(g), weights.get(t, 1)) for t, g in sorted(by_type.items())]
+    while len(out) < n and any(q for q, _ in queues):
+        for q, weight in queues:
+            for _ in range(weight):
+                if q and len(out) < n:
+                    out.append(q.pop())
+    return out
+
+
+def held_out_rows(rows: list, cfg: RunConfig) -> list:
+    """The run's `n_eval` evaluation questions out of `rows`, balanced over types. They depend on the data
+    (world_seed), never on the training seed, so runs over seeds and an ablation's arms are scored on the same
+    questions and can be paired question by question."""
+    return balanced_take(rows, cfg.n_eval, None, cfg.world_seed + 1)
+
+
+class ExperimentData:
+    """Loading the run's corpus and questions, and what is written about them (data.json). A mixin of
+    `searchrl.experiments.experiment.Experiment`, which builds what it reads (cfg, run_dir, protocol, retriever,
+    tokenizer, the question rows, results, history)."""
+
+    def _load_data(self):
+        cfg = self.cfg
+        if cfg.dataset == "synthetic":
+            from searchrl.data.synthetic import world_of
+
+            world = world_of(cfg)
+            self.world = world
+            train, evaluation, corpus = world.splits["train"], world.splits[cfg.eval_split], world.corpus
+            eval_source, eval_fix = f"the synthetic world's {cfg.eval_split!r} split", "raise n_eval or world_entities"
+        else:
+            from searchrl.data.loaders import load_corpus, load_qa
+
+            if not cfg.corpus:
+                raise ValueError("dataset is a file, so `corpus` must name a passage file (jsonl or tsv)")
+            rows = load_qa(cfg.dataset)
+            random.Random(0).shuffle(rows)  # the held-out cut must not move with the training seed
+            cut = max(1, len(rows) - cfg.n_eval)
+            train, evaluation, corpus = rows[:cut], rows[cut:], load_corpus(cfg.corpus)
+            eval_source = f"{cfg.dataset} ({len(rows)} questions, at least one of them kept for training)"
+            eval_fix = "raise n_eval, or give a dataset file with more questions"
+        train = balanced_take(train, cfg.n_train, cfg.train_question_types or None, cfg.seed, cfg.train_max_hops)
+        evaluation = held_out_rows(evaluation, cfg)
+        if not evaluation:
+            raise ValueError(f"no evaluation questions: n_eval={cfg.n_eval} took none from {eval_source}; {eval_fix}")
+        if not train:
+            fix = ("raise n_train" if cfg.n_train == 0 else
+                   "widen train_question_types (empty: all types) or raise train_max_hops (0: no limit)")
+            raise ValueError(f"no training questions: n_train={cfg.n_train} with "
+                             f"train_question_types={cfg.train_question_types} and "
+                             f"train_max_hops={cfg.train_max_hops} kept none; {fix}")
+        return corpus, train, evaluation
+
+    def data_summary(self) -> dict:
+        def types(rows):
+            return pd.Series([r["metadata"].get("type", "unknown") for r in rows]).value_counts().to_dict()
+
+        return {"corpus_passages": len(self.corpus), "train_questions": len(self.train_rows),
+                "eval_questions": len(self.eval_rows), "train_types": types(self.train_rows),
+                "eval_types": types(self.eval_rows)}
+
+    def check_answer_budget(self) -> dict:
+        """Whether a correct answer to each type of training question fits the rollout's token budget (measured on
+        its templated trajectory); warns, naming the setting to change, for each type whose answers do not."""
+        from searchrl.data.synthetic.budget import answer_budget, budget_problems
+
+        cfg = self.cfg
+        report = answer_budget(self.train_rows, self.protocol, self.retriever, rollout=cfg.rollout_config(),
+                               tokenizer=self.tokenizer, chat=cfg.chat_prompt, seed=cfg.seed,
+                               plan=cfg.sft_plan_thought)
+        for line in budget_problems(report, cfg.max_completion_tokens, what="RL training questions"):
+            warnings.warn(line, stacklevel=2)
+        return report

@@ -1,0 +1,93 @@
+"""An experiment's evaluations: greedy rollouts on the held-out questions per stage, and the tables built from them.
+
+Each method writes what it produced into the run folder (eval/<stage>.json, the stage's trajectories, eval/table.json,
+eval/type_table.json, eval/checks.json).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from searchrl.core.files import save_figure, write_json
+from searchrl.experiments.experiment_figures import _show
+from searchrl.runs.folder import stage_trajectories_path
+from searchrl.runs.memory import measured
+
+__all__ = ["ExperimentEvaluation"]
+
+
+class ExperimentEvaluation:
+    """Evaluation stages and their tables. A mixin of `searchrl.experiments.experiment.Experiment`, which builds what
+    it reads (cfg, run_dir, protocol, retriever, tokenizer, the question rows, results, history)."""
+
+    def evaluate(self, model, stage: str, *, max_searches: int | None = None, n_questions: int = 0):
+        """Greedy search rollouts on the evaluation questions; saves eval/<stage>.json and trajectories.
+        `max_searches` overrides the run's search budget for this stage only (0: answer without searching);
+        `n_questions` > 0 evaluates only the first that many questions (the notebooks pass `n_eval_untrained`)."""
+        import dataclasses
+
+        from searchrl.evaluation.evaluate import evaluate
+
+        cfg = self.cfg
+        rollout = cfg.rollout_config()  # `evaluate` itself stops at a retriever outage, whatever the run allows
+        if max_searches is not None:
+            rollout = dataclasses.replace(rollout, max_searches=max_searches)
+        slug = stage.replace(" ", "_")
+        # eval_rows interleave the types, so a prefix covers them all
+        rows = self.eval_rows[:n_questions] if n_questions > 0 else self.eval_rows
+        with measured(self.run_dir, f"evaluate: {stage}"):
+            result = evaluate(model, self.tokenizer, self.protocol, self.retriever, rows,
+                              rollout=rollout, batch_size=cfg.eval_batch_size, chat=cfg.chat_prompt,
+                              desc=f"evaluate: {stage}", records_path=stage_trajectories_path(self.run_dir, stage),
+                              resume=cfg.resume)
+        result.to_json(self.run_dir / "eval" / f"{slug}.json")
+        result.trajectories_jsonl(stage_trajectories_path(self.run_dir, stage))
+        self.results[stage] = result
+        return result
+
+    def no_search_baseline(self, model, stage: str = "no search"):
+        """The same policy answering with a search budget of 0 (its first search request gets the budget notice),
+        when `eval_no_search` is on: a type whose F1 after RL is no better than this was won by guessing, not by
+        searching. Returns None when the parameter is off."""
+        if not self.cfg.eval_no_search:
+            print("eval_no_search is off: no no-search baseline")
+            return None
+        return self.evaluate(model, stage, max_searches=0)
+
+    def stage_table(self) -> pd.DataFrame:
+        from searchrl.evaluation.evaluate import stage_table
+
+        table = stage_table(self.results)
+        write_json(self.run_dir / "eval" / "table.json", table.reset_index().to_dict("records"))
+        return table
+
+    def type_table(self, before: str = "after cold start", after: str = "after RL",
+                   no_search: str = "no search") -> pd.DataFrame | None:
+        """Per question type, `before` -> `after`: F1 with the paired interval of its change, searches, and (when
+        the no-search stage ran) whether a rise came without search being shown to help (`searchrl.evaluation.type_table`);
+        saved as eval/type_table.json, drawn in figures/type_changes.png. None, with a note, when `before` or
+        `after` was not evaluated."""
+        from searchrl.analysis.plots import type_change_bars
+        from searchrl.evaluation.type_table import type_table
+
+        missing = [s for s in (before, after) if s not in self.results]
+        if missing:
+            print(f"type table: stage(s) {', '.join(missing)} not evaluated in this run")
+            return None
+        table = type_table(self.results, before, after, no_search if no_search in self.results else None)
+        write_json(self.run_dir / "eval" / "type_table.json", table.reset_index().to_dict("records"))
+        fig = type_change_bars(table, title=f"{before} -> {after}")
+        save_figure(fig, self.run_dir / "figures" / "type_changes.png")
+        _show(fig)
+        return table
+
+    def learning_checks(self) -> pd.DataFrame:
+        """Did RL learn in this run (`searchrl.analysis.learning_checks`: F1 gain with its interval, reward trend, searches
+        by hop count, format, guessing), read from the tables the cells above saved; printed and saved as
+        eval/checks.json. Run it after `stage_table`, `curves` and `type_table`."""
+        from searchrl.analysis.learning_checks import format_checks, learning_checks
+
+        table = learning_checks({self.cfg.seed: self.run_dir})
+        write_json(self.run_dir / "eval" / "checks.json", table.reset_index().to_dict("records"))
+        print(format_checks(table))
+        return table
