@@ -93,7 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--quiet", action="store_true", help="do not stream cell output to the terminal")
     parser.add_argument("--seeds", type=int, nargs="+", metavar="N",
                         help="run once per seed (each its own folder), then write the spread over seeds "
-                             "(searchrl.analysis.seeds)")
+                             "(searchrl.seeds)")
     return parser
 
 
