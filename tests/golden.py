@@ -612,6 +612,12 @@ def record_notebooks(out_dir: Path, scratch: Path, workers: int = 2, only: list[
 
 
 def record_config(out_dir: Path) -> list[str]:
+    # The table as the commands that print it show it (`python -m searchrl.config`, `searchrl params`): with every
+    # registry imported, so each entry's description is listed.
+    import searchrl.protocols
+    import searchrl.retrieval
+    import searchrl.rewards
+    import searchrl.trainer.advantages  # noqa: F401
     from searchrl.config import RunConfig, load_params_file
     from searchrl.experiments.runner import plan_run
 
