@@ -84,8 +84,8 @@ def service_problems(values: Mapping[str, Any] | Any) -> list[tuple[str, str]]:
     problems = integer_problems(get, _MINIMUMS) + seconds_problems(get, _SECONDS_MINIMUMS)
     model = get("retriever_model")
     if model is not None and not isinstance(model, str):
-        problems.append(("retriever_model", f"retriever_model must be a model folder or hub id (a string), got "
-                                            f"{type(model).__name__}"))
+        message = f"retriever_model must be a model folder or hub id (a string), got {type(model).__name__}"
+        problems.append(("retriever_model", message))
     return problems
 
 

@@ -171,11 +171,9 @@ class SearchR1Retriever:
 
     def _attempt(self, payload: dict[str, Any], deadline: float | None) -> Any:
         # the request, statuses and JSON decoding are those of our own service's client
-        return HTTPRetriever._attempt(self, "POST", "", payload, deadline)
+        return HTTPRetriever._attempt(self, "POST", self._path, payload, deadline)
 
-    @property
-    def _prefix(self) -> str:  # read by HTTPRetriever._attempt: the endpoint's path
-        return self._path
+    _prefix = ""  # read by HTTPRetriever._attempt: the whole path is the endpoint's
 
     def _parse_results(self, body: Any, expected: int) -> list[list[ScoredDoc]]:
         results = body.get("result") if isinstance(body, dict) else None
