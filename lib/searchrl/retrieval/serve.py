@@ -10,9 +10,12 @@ and point runs at it with ``retriever: http://127.0.0.1:8000``. The index folder
 (`BaseRetriever.save`: ``retriever.json`` with kind and options, ``corpus.jsonl``, the kind's index files), so
 `searchrl.retrieval.load_retriever` opens the same folder in-process and answers identically.
 
-Endpoints and the JSON they speak are described in `searchrl.retrieval.service`. Requests are refused with a
-message that names the limit: a body over ``service_max_body_bytes`` or more than ``service_max_queries`` queries
-(413), a query over ``service_max_query_chars`` characters or top_k outside 1..``service_max_top_k`` (422).
+Endpoints and the JSON they speak are described in `searchrl.retrieval.service`. Beside its own ``POST /search``
+the service answers Search-R1's retriever API, ``POST /retrieve`` (`searchrl.retrieval.search_r1`), so Search-R1's
+own training code, or ``retriever: search_r1+http://HOST:PORT/retrieve``, can search it. Requests to either are
+refused with a message that names the limit: a body over ``service_max_body_bytes`` or more than
+``service_max_queries`` queries (413), a query over ``service_max_query_chars`` characters or top_k outside
+1..``service_max_top_k`` (422).
 
 Searches run one at a time (a lock): the retrievers are not written for concurrent use, and on a CPU-bound index
 parallel searches would only share the same cores. Clients batch their queries instead.
@@ -42,10 +45,20 @@ from searchrl.config.service import ServiceConfig
 from searchrl.retrieval.base import BaseRetriever, Doc, check_k, clean_queries
 from searchrl.retrieval.bm25 import BM25Retriever, top_k_indices
 from searchrl.retrieval.registry import RETRIEVERS, load_retriever, make_retriever
-from searchrl.retrieval.service import HEALTH_PATH, SEARCH_PATH, corpus_fingerprint, doc_to_json, service_url
+from searchrl.retrieval.service import (
+    HEALTH_PATH,
+    SEARCH_PATH,
+    SEARCH_R1_PATH,
+    corpus_fingerprint,
+    doc_to_json,
+    search_r1_document,
+    search_r1_url,
+    service_url,
+)
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
+SEARCH_R1_DEFAULT_TOPK = 3  # passages per query when a /retrieve request names none (Search-R1's server: --topk 3)
 
 ScoredDoc = tuple[Doc, "float | None"]
 
@@ -115,6 +128,15 @@ class SearchRequest(BaseModel):
     top_k: int = Field(3, strict=True, description="passages per query")
 
 
+class SearchR1Request(BaseModel):
+    """The body of POST /retrieve: Search-R1's retriever API."""
+
+    queries: list[str] = Field(description="questions to search for, answered in this order")
+    topk: int | None = Field(None, strict=True, description=f"passages per query; missing, null or 0: "
+                                                            f"{SEARCH_R1_DEFAULT_TOPK}")
+    return_scores: bool = Field(False, description="wrap each passage as {document, score}")
+
+
 def create_app(retriever: BaseRetriever, service: ServiceConfig | None = None) -> FastAPI:
     """The FastAPI application serving `retriever` under the limits of `service` (defaults when None)."""
     service = service or ServiceConfig()
@@ -132,23 +154,36 @@ def create_app(retriever: BaseRetriever, service: ServiceConfig | None = None) -
         return {"ok": True, "passages": len(retriever), "retriever": retriever.kind,
                 "uptime_s": round(time.monotonic() - started, 3), "corpus_fingerprint": fingerprint, "limits": limits}
 
-    @app.post(SEARCH_PATH)
-    def search(request: SearchRequest) -> dict[str, Any]:
-        # a plain `def`: FastAPI runs it on a worker thread, so /health answers while a search runs
-        if len(request.queries) > service.service_max_queries:
-            raise HTTPException(413, f"{len(request.queries)} queries in one request; this service answers at most "
+    def checked_search(queries: list[str], top_k: int, top_k_name: str) -> list[list[ScoredDoc]]:
+        """The answers to one request's queries, after refusing what the limits do not allow."""
+        if len(queries) > service.service_max_queries:
+            raise HTTPException(413, f"{len(queries)} queries in one request; this service answers at most "
                                      f"{service.service_max_queries} (service_max_queries): split the batch")
-        for position, query in enumerate(request.queries):
+        for position, query in enumerate(queries):
             if len(query) > service.service_max_query_chars:
                 raise HTTPException(422, f"queries[{position}] has {len(query)} characters; this service accepts at "
                                          f"most {service.service_max_query_chars} (service_max_query_chars)")
         # top_k beyond the corpus means "all of it", as in-process; the limit bounds what is actually sent
-        if not 1 <= min(request.top_k, len(retriever)) <= service.service_max_top_k:
-            raise HTTPException(422, f"top_k must be between 1 and {service.service_max_top_k} "
-                                     f"(service_max_top_k), got {request.top_k}")
+        if not 1 <= min(top_k, len(retriever)) <= service.service_max_top_k:
+            raise HTTPException(422, f"{top_k_name} must be between 1 and {service.service_max_top_k} "
+                                     f"(service_max_top_k), got {top_k}")
         with lock:
-            answers = scored_search(retriever, request.queries, request.top_k)
+            return scored_search(retriever, queries, top_k)
+
+    @app.post(SEARCH_PATH)
+    def search(request: SearchRequest) -> dict[str, Any]:
+        # a plain `def`: FastAPI runs it on a worker thread, so /health answers while a search runs
+        answers = checked_search(request.queries, request.top_k, "top_k")
         return {"results": [[doc_to_json(doc, score) for doc, score in docs] for docs in answers]}
+
+    @app.post(SEARCH_R1_PATH)
+    def retrieve(request: SearchR1Request) -> dict[str, Any]:
+        # Search-R1's API: {"result": per query, [{"document": {id, contents}, "score"}] or [{id, contents}]}
+        answers = checked_search(request.queries, request.topk or SEARCH_R1_DEFAULT_TOPK, "topk")
+        if request.return_scores:
+            return {"result": [[{"document": search_r1_document(doc), "score": score} for doc, score in docs]
+                               for docs in answers]}
+        return {"result": [[search_r1_document(doc) for doc, _ in docs] for docs in answers]}
 
     return app
 
@@ -208,7 +243,7 @@ class ServiceThread:
 
 def build_index(corpus: Sequence[Doc], retriever: str, out: str | Path, **options: Any) -> Path:
     """Build a `retriever` kind over `corpus` and save it as a service index folder at `out`."""
-    if service_url(retriever) is not None:
+    if service_url(retriever) is not None or search_r1_url(retriever) is not None:
         raise ValueError(f"{retriever!r} is a service, not a retriever kind to build; use one of "
                          f"{', '.join(RETRIEVERS.names())}")
     return make_retriever(retriever, corpus, **options).save(out)
@@ -233,6 +268,9 @@ def _build_parser() -> argparse.ArgumentParser:
                         help="passages (jsonl: id, title, text; or tsv), or 'synthetic' for the synthetic world")
     parser.add_argument("--retriever", default="bm25", help=f"retriever kind: {', '.join(RETRIEVERS.names())}")
     parser.add_argument("--out", required=True, help="folder to write the index into")
+    parser.add_argument("--retriever-model", default="",
+                        help="dense: the encoder, a sentence-transformers / Hugging Face folder or hub id (as "
+                             "retriever_model; e.g. intfloat/e5-base-v2); default: the bundled all-MiniLM-L6-v2")
     parser.add_argument("--world-seed", type=int, default=0, help="synthetic world: seed (as world_seed)")
     parser.add_argument("--world-entities", type=int, default=200, help="synthetic world: entities (world_entities)")
     parser.add_argument("--world-passage-words", type=int, default=100,
@@ -264,7 +302,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if argv[:1] == ["build"]:
         args = _build_parser().parse_args(argv[1:])
         corpus = _read_corpus_argument(args)
-        out = build_index(corpus, args.retriever, args.out)
+        options = {"model_name_or_path": args.retriever_model} if args.retriever_model else {}
+        out = build_index(corpus, args.retriever, args.out, **options)
         print(f"built a {args.retriever} index over {len(corpus)} passages in {out}; serve it with "
               f"python -m searchrl.retrieval.serve --index {out}")
         return

@@ -9,6 +9,9 @@ Wire format (JSON):
   ``{"results": [[{"id", "title", "text", "score"}, ...], ...]}``: one list per query, in query order, best first;
   ``score`` is the retriever's own score (BM25) or null where the kind does not expose one.
 - ``GET /health`` -> ``{"ok", "passages", "retriever", "uptime_s", "corpus_fingerprint", "limits"}``.
+- ``POST /retrieve``, Search-R1's retriever API: ``{"queries": [str, ...], "topk": int, "return_scores": bool}`` ->
+  ``{"result": [[{"document": {"id", "contents"}, "score"}, ...], ...]}``, or ``[[{"id", "contents"}, ...], ...]``
+  without scores; ``contents`` is the quoted title, a newline and the text (wiki-18's corpus rows).
 
 This module imports neither the server's web framework nor the network, so the client and the settings check load
 anywhere.
@@ -20,16 +23,21 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from searchrl.config.service import is_web_search_name, service_url
+from searchrl.config.names import retriever_key
+from searchrl.config.service import SEARCH_R1_DEFAULT_PATH, is_web_search_name, search_r1_url, service_url
 from searchrl.retrieval.base import Doc
 
-__all__ = ["HEALTH_PATH", "SEARCH_PATH", "corpus_fingerprint", "doc_to_json", "service_options", "service_url"]
+__all__ = ["HEALTH_PATH", "SEARCH_PATH", "SEARCH_R1_PATH", "corpus_fingerprint", "doc_to_json", "search_r1_document",
+           "search_r1_url", "service_options", "service_url"]
 
 
 SEARCH_PATH = "/search"
 
 
 HEALTH_PATH = "/health"
+
+
+SEARCH_R1_PATH = SEARCH_R1_DEFAULT_PATH
 
 
 def corpus_fingerprint(corpus: Sequence[Doc]) -> str:
@@ -48,13 +56,23 @@ def doc_to_json(doc: Doc, score: float | None) -> dict[str, Any]:
     return {"id": doc.id, "title": doc.title, "text": doc.text, "score": score}
 
 
+def search_r1_document(doc: Doc) -> dict[str, str]:
+    """One passage as Search-R1's retriever API sends it: a wiki-18 corpus row, the quoted title on the first line
+    of ``contents``."""
+    return {"id": doc.id, "contents": f'"{doc.title}"\n{doc.text}'}
+
+
 def service_options(cfg: Any) -> dict[str, Any]:
     """Keyword options for `make_retriever` from a run's settings: a service retriever (`http://host:port`) takes the
     run's timeouts and retries (`rollout`) and its client settings (`service`); a web search (`web+https://...`)
-    takes those and its own settings (`web`: the WebSearchConfig fields a RunConfig carries); an in-process
-    retriever takes none."""
-    if service_url(cfg.retriever):
+    takes those and its own settings (`web`: the WebSearchConfig fields a RunConfig carries); a Search-R1 retriever
+    API (`search_r1+http://...`) the first two; the dense retriever its encoder (`retriever_model`, when set); BM25
+    none."""
+    if service_url(cfg.retriever) or search_r1_url(cfg.retriever):
         return {"rollout": cfg, "service": cfg}
     if is_web_search_name(cfg.retriever):
         return {"rollout": cfg, "service": cfg, "web": cfg}
+    model = getattr(cfg, "retriever_model", "")
+    if model and isinstance(cfg.retriever, str) and retriever_key(cfg.retriever) == "dense":
+        return {"model_name_or_path": model}
     return {}

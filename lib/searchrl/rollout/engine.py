@@ -19,6 +19,10 @@ logged as `search/forced_searches`), unless `train_forced_opener` trains the ope
 
 With `explore_openers` and `explore=True`, each rollout of a group starts from its opener in turn, appended before
 the first turn as tokens the model is trained on (`Trajectory.opener`).
+
+With `max_observation_tokens` > 0, each block of retrieved documents longer than that is cut where its tokens are
+appended (`_document_ids`): the documents lose their end, the block keeps its closing tag, and `env_mask` holds
+exactly one 0 per appended token (`Trajectory.truncated_observations` counts the blocks cut).
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ class Trajectory:
     invalid_queries: int = 0  # empty or over-long queries, answered with a refusal
     empty_results: int = 0  # searches the retriever answered with no document
     failed_searches: int = 0  # searches the retriever never answered (down past its retries): a notice instead
+    truncated_observations: int = 0  # blocks of documents cut to max_observation_tokens
     hit_search_budget: bool = False  # asked for more searches than allowed
     hit_length_budget: bool = False  # the token budget ended the rollout
     finish: str = ""  # "answer" (closed answer / other stop), "eos", "length"
@@ -122,6 +127,8 @@ class SearchRollout:
         self.on_turn = on_turn
         self.retrieval_s = 0.0  # time spent in the retriever, summed over rollouts
         self.failed_searches = 0  # searches answered with SEARCH_FAILED_NOTICE, summed over rollouts
+        self.truncated_observations = 0  # document blocks cut to max_observation_tokens, summed over rollouts
+        self._frame_ids: tuple[str, str, list[int], list[int]] | None = None  # the observation frame, encoded once
         self._down_since: float | None = None  # when the current outage began (its first failed attempt)
         # Checked and encoded once here, not per rollout: the openers are fixed for the engine's life.
         self._opener_ids = [self._encode_opener(o) if o else [] for o in self.config.explore_openers] if explore else []
@@ -290,7 +297,31 @@ class SearchRollout:
             traj.queries.append(query)
             traj.doc_ids.append([d.id for d in docs])
             traj.empty_results += not docs
-            self._append_observation(traj, self.protocol.format_observation(docs))
+            self._append_environment_ids(traj, self._document_ids(traj, docs))
+
+    def _document_ids(self, traj: Trajectory, docs: list) -> list[int]:
+        """The tokens of the observation showing `docs`, cut to max_observation_tokens (0: whole) inside its frame."""
+        text = self.protocol.format_observation(docs)
+        ids = self.encode_observation(text)
+        limit = self.config.max_observation_tokens
+        if not limit or len(ids) <= limit:
+            return ids
+        traj.truncated_observations += 1
+        self.truncated_observations += 1
+        head, tail, head_ids, tail_ids = self._observation_frame()
+        room = limit - len(head_ids) - len(tail_ids)
+        if room <= 0 or not (text.startswith(head) and text.endswith(tail)) or len(text) < len(head) + len(tail):
+            return ids[:limit]  # no room inside the tags (or a protocol that frames otherwise): cut the block itself
+        body = text[len(head): len(text) - len(tail)]
+        return head_ids + self.encode_observation(body)[:room] + tail_ids
+
+    def _observation_frame(self) -> tuple[str, str, list[int], list[int]]:
+        """The text before and after the documents in every observation of this protocol, and their tokens."""
+        if self._frame_ids is None:
+            marker = "\x00"
+            head, _, tail = self.protocol.wrap_observation(marker).partition(marker)
+            self._frame_ids = (head, tail, self.encode_observation(head), self.encode_observation(tail))
+        return self._frame_ids
 
     def search(self, queries: list[str]) -> list[list]:
         """The retriever's documents for `queries`, checked: one list per query, retried on failure or timeout.
@@ -359,7 +390,10 @@ class SearchRollout:
         return [list(docs) for docs in results]
 
     def _append_observation(self, traj: Trajectory, text: str) -> None:
-        ids = self.encode_observation(text)
+        self._append_environment_ids(traj, self.encode_observation(text))
+
+    def _append_environment_ids(self, traj: Trajectory, ids: list[int]) -> None:
+        """Append `ids` as environment tokens (mask 0); when they leave no room to answer, what fits, and end."""
         if len(ids) >= traj.budget_left:
             # No room left to answer after the documents: keep what fits and end the sample.
             traj.append(ids[: max(traj.budget_left, 0)], sampled=False)
