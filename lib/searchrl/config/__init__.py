@@ -29,6 +29,8 @@ The package by concern:
   joined in schema order in ``schema`` (``RunFields``, :data:`FIELD_DOCS`, :data:`FIELD_SECTIONS`);
 - reading values: ``loading`` (the YAML loader, :func:`parse_scalar`, :func:`load_params_file`, type coercion);
 - the checks of a complete parameter set: ``checks`` (and each mechanism's module);
+- which notebooks take which keys (the eval suite's, the ablations' and the report's sections are theirs only):
+  ``notebooks``;
 - :class:`RunConfig` and what needs it (an ablation's arms, cold-start keys, what a resume changes): ``run``;
 - names from the registries (``names``, ``rewards``, ``models``), the ablation's arms and claims (``ablation``).
 """
@@ -44,6 +46,7 @@ from searchrl.config.health import HealthConfig
 from searchrl.config.knowledge import KnowledgeConfig
 from searchrl.config.loading import RESERVED_YAML_KEYS, load_params_file, parse_scalar, yaml_loader
 from searchrl.config.memorization import MemorizationConfig
+from searchrl.config.notebooks import NOTEBOOKS, drop_unread_defaults, notebook_keys, takes_key
 from searchrl.config.probe import ProbeConfig
 from searchrl.config.rl import RLSettings
 from searchrl.config.rollout import RolloutConfig
@@ -76,6 +79,7 @@ __all__ = [
     "COMPUTE_ONLY_SETTINGS",
     "FIELD_DOCS",
     "FIELD_SECTIONS",
+    "NOTEBOOKS",
     "RESERVED_YAML_KEYS",
     "SECTION_ORDER",
     "AblationSettings",
@@ -104,9 +108,12 @@ __all__ = [
     "arm_problems",
     "cold_start_key",
     "cold_start_settings",
+    "drop_unread_defaults",
     "load_params_file",
     "measured_changes",
+    "notebook_keys",
     "parse_scalar",
+    "takes_key",
     "with_cold_start_arm",
     "yaml_loader",
 ]

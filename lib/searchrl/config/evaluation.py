@@ -1,11 +1,15 @@
 """The run's evaluation settings, the eval suite's, the ablations' and the report's. `RunConfig` inherits each class;
-each field's documentation is the string under it."""
+each field's documentation is the string under it.
+
+Most settings are read by every notebook. The benchmarks, ablation and report sections are read by some notebooks
+only, named here in `NOTEBOOKS_OF` (`searchrl.config.notebooks` checks a notebook's parameters against it)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["AblationSettings", "BenchmarkSettings", "EvalSettings", "ReportSettings"]
+__all__ = ["ABLATION_NOTEBOOKS", "EVAL_SUITE_NOTEBOOKS", "EXPERIMENT_NOTEBOOKS", "NOTEBOOKS_OF", "REPORT_NOTEBOOKS",
+           "AblationSettings", "BenchmarkSettings", "EvalSettings", "ReportSettings"]
 
 
 @dataclass(frozen=True)
@@ -89,3 +93,20 @@ class ReportSettings:
     """Ablation run folders the report notebook collects; empty: the newest finished run of each ablation notebook
     under output_root."""
 
+
+# The project's notebooks by what they run (each name a file notebooks/<name>.ipynb).
+EXPERIMENT_NOTEBOOKS = ("quickstart",)  # one Experiment (searchrl.experiments.experiment)
+ABLATION_NOTEBOOKS = ("ablate_algorithm", "ablate_data", "ablate_evidence", "ablate_knowledge", "ablate_mask",
+                      "ablate_reward", "ablate_stages", "ablate_topk", "base_vs_instruct", "response_length",
+                      "sft_vs_rl")  # an Ablation (searchrl.experiments.ablation)
+EVAL_SUITE_NOTEBOOKS = ("eval_benchmarks",)  # an EvalSuite (searchrl.experiments.eval_suite)
+REPORT_NOTEBOOKS = ("report",)  # the report over ablation runs (searchrl.experiments.ablation.report)
+
+# The sections only some notebooks read: {section: (who reads it, those notebooks)}. A notebook named here but not
+# for a section refuses its keys; every other section is every notebook's, and a notebook the project does not have
+# (a copy under another name, a test's) takes every key.
+NOTEBOOKS_OF: dict[type, tuple[str, tuple[str, ...]]] = {
+    BenchmarkSettings: ("the eval suite", EVAL_SUITE_NOTEBOOKS),
+    AblationSettings: ("the ablation notebooks", ABLATION_NOTEBOOKS),
+    ReportSettings: ("the report notebook", REPORT_NOTEBOOKS),
+}

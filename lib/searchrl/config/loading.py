@@ -95,13 +95,14 @@ def type_name(tp: Any) -> str:
     return tp.__name__ if isinstance(tp, type) and not getattr(tp, "__args__", None) else str(tp)
 
 
-def unknown_key_problem(key: Any, label: str) -> str | None:
-    """The message for a key that is no parameter (None for a parameter), with the nearest parameter's name."""
+def unknown_key_problem(key: Any, label: str, names: Collection[str] = FIELD_TYPES) -> str | None:
+    """The message for a key that is no parameter (None for a parameter), with the nearest of `names` (the
+    parameters the notebook at hand takes; default: all)."""
     if key in FIELD_TYPES:
         return None
     if not isinstance(key, str):
         return f"{label}: parameter names must be strings, got {show(key)}"
-    return f"{label}: unknown parameter {key!r}{near_hint(key, FIELD_TYPES)}"
+    return f"{label}: unknown parameter {key!r}{near_hint(key, names)}"
 
 
 def near_hint(key: str, names: Collection[str]) -> str:

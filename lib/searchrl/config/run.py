@@ -37,6 +37,7 @@ from searchrl.config.loading import (
     unknown_key_problem,
 )
 from searchrl.config.names import ADVANTAGE_ESTIMATORS, PROTOCOLS, RETRIEVERS, Choices
+from searchrl.config.notebooks import notebook_key_problem, notebook_keys
 from searchrl.config.rewards import REWARD_PRESETS, REWARDS
 from searchrl.config.rollout import RolloutConfig
 from searchrl.config.schema import FIELD_DOCS, FIELD_SECTIONS, FIELD_TYPES, SECTION_ORDER, RunFields
@@ -123,17 +124,21 @@ class RunConfig(RunFields):
         return cls.merge(*sources)
 
     @classmethod
-    def merge(cls, *sources: tuple[str, Mapping[str, Any]]) -> RunConfig:
-        """Build a config from ``(label, values)`` pairs, later ones winning; labels name the source in errors."""
+    def merge(cls, *sources: tuple[str, Mapping[str, Any]], notebook: str | None = None) -> RunConfig:
+        """Build a config from ``(label, values)`` pairs, later ones winning; labels name the source in errors.
+
+        With `notebook` (its name, e.g. ``quickstart``), a key that only other notebooks read (the eval suite's, the
+        ablations', the report's: :mod:`searchrl.config.notebooks`) is refused too."""
         merged: dict[str, Any] = {}
         origin: dict[str, str] = {}
         problems: list[str] = []
+        names = notebook_keys(notebook) if notebook is not None else FIELD_TYPES  # what a typo may have meant
         for label, values in sources:
             if not isinstance(values, Mapping):
                 problems.append(f"{label}: expected a mapping of parameter names to values, got {show(values)}")
                 continue
             for key, value in values.items():
-                problem = unknown_key_problem(key, label)
+                problem = unknown_key_problem(key, label, names) or notebook_key_problem(key, label, notebook)
                 if problem:
                     problems.append(problem)
                     continue
@@ -151,7 +156,7 @@ class RunConfig(RunFields):
         return cls(**merged)
 
     @classmethod
-    def from_globals(cls, namespace: Mapping[str, Any], **overrides: Any) -> RunConfig:
+    def from_globals(cls, namespace: Mapping[str, Any], *, notebook: str | None = None, **overrides: Any) -> RunConfig:
         """Build a config from a notebook's globals: ``RunConfig.from_globals(globals())``.
 
         Call it in the cell right after the ``parameters`` cell. At that point the only globals holding plain data
@@ -160,6 +165,7 @@ class RunConfig(RunFields):
         raises :class:`ConfigError` with the nearest valid name instead of being silently ignored. Modules,
         functions, classes, other objects, ``_private`` and ALL_CAPS names and IPython's own globals are left
         alone. Values given as text (papermill passes ``-p rewards "[em]"`` as a string) are read as YAML.
+        With `notebook` (its name), a key only other notebooks read is refused, as :meth:`merge` does.
         """
         params = {name: namespace[name] for name in FIELD_TYPES if name in namespace}
         problems = []
@@ -176,7 +182,7 @@ class RunConfig(RunFields):
         sources = [("notebook parameters", params)]
         if overrides:
             sources.append(("overrides", overrides))
-        return cls.merge(*sources)
+        return cls.merge(*sources, notebook=notebook)
 
     def rollout_config(self) -> RolloutConfig:
         """The rollout settings of this run, as the object training, evaluation and rejection sampling take."""
