@@ -3,7 +3,9 @@
 Everything that can be checked is checked here: the notebook exists and has a cell tagged ``parameters`` holding
 only ``name = literal`` lines whose names are RunConfig fields; each parameter file is a mapping meant for this
 notebook (its ``notebook:`` key, or its folder ``params/<notebook>/``); every key and value fits
-:class:`~searchrl.config.RunConfig`. A resumed run's notebook and saved parameters are read from its folder.
+:class:`~searchrl.config.RunConfig`, and is one this notebook takes (the eval suite's, the ablations' and the report's
+keys are theirs only: ``searchrl.config.notebooks``). A resumed run's notebook and saved parameters are read from its
+folder.
 
 Precedence, lowest first: RunConfig defaults, the notebook's parameters cell, ``-f`` files in order, ``-p`` values,
 ``--run-name`` / ``--output-root``. Papermill receives only the values that differ from what the notebook would
@@ -20,7 +22,7 @@ from typing import Any
 
 import nbformat
 
-from searchrl.config import ConfigError, RunConfig, load_params_file, parse_scalar
+from searchrl.config import ConfigError, RunConfig, drop_unread_defaults, load_params_file, parse_scalar
 from searchrl.core.files import read_json
 from searchrl.runs.folder import resolve_output_root
 from searchrl.runs.provenance import project_root
@@ -172,7 +174,8 @@ def plan_run(
     sources: list[tuple[str, Mapping[str, Any]]] = [(f"parameters cell of {notebook}", cell)]
     if resume is not None:
         saved, _ = load_params_file(resume / "params.yaml")
-        sources.append((str(resume / "params.yaml"), saved))
+        # The saved file holds every key: one this notebook does not read counts as set only off its default.
+        sources.append((str(resume / "params.yaml"), drop_unread_defaults(name, saved)))
     for path in params_files:
         values, declared = load_params_file(path)
         meant_for = params_file_notebook(path, declared)
@@ -193,7 +196,7 @@ def plan_run(
         flags["resume"] = True
     if flags:
         sources.append(("command-line flags", flags))
-    cfg = RunConfig.merge(*sources)
+    cfg = RunConfig.merge(*sources, notebook=name)  # refuses the keys only other notebooks read
 
     # Inject only what differs from what the notebook would use on its own.
     baseline = {**RunConfig.defaults(), **RunConfig.merge(("cell", cell)).to_dict()}
