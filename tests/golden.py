@@ -3,6 +3,10 @@
     python tests/golden.py record OUT_DIR [--only PART ...] [--case NAME ...] [--notebook NAME ...]
                                           [--fresh-model-cache]
     python tests/golden.py compare OLD_DIR NEW_DIR [--renames MAP.json]
+    python tests/golden.py tests-ast OLD_COMMIT
+
+`tests-ast` compares each test file of OLD_COMMIT with the working tree's, import statements removed: a refactor
+that only moves code should leave every test body as it was.
 
 Record once on the code before a change and once after, then compare: `compare` prints one line per artefact,
 `identical` or `DIFFERENT` with the first differing key (JSON) or line (text), and exits 1 when any artefact differs
@@ -63,6 +67,7 @@ output naming a moved module (help usage lines, docs in describe()) compares equ
 from __future__ import annotations
 
 import argparse
+import ast
 import concurrent.futures
 import json
 import math
@@ -693,6 +698,44 @@ def record(out_dir: Path, parts: list[str], fresh_model_cache: bool, cases: list
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def tests_ast(old_commit: str) -> int:
+    """Each test file of `old_commit` against the working tree's, import statements removed; prints the files whose
+    bodies differ with their differing lines, and returns 1 when any differs or is gone."""
+    import difflib
+
+    class _DropImports(ast.NodeTransformer):
+        def visit_Import(self, node):
+            return None
+
+        def visit_ImportFrom(self, node):
+            return None
+
+    def body(source: str) -> str:
+        return ast.unparse(_DropImports().visit(ast.parse(source)))
+
+    listed = subprocess.run(["git", "ls-tree", "-r", "--name-only", old_commit, "tests/"], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout.split()
+    same = differ = gone = 0
+    for name in (n for n in listed if n.endswith(".py")):
+        old = subprocess.run(["git", "show", f"{old_commit}:{name}"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout
+        if not (ROOT / name).is_file():
+            print(f"gone       {name}")
+            gone += 1
+            continue
+        a, b = body(old), body((ROOT / name).read_text(encoding="utf-8"))
+        if a == b:
+            same += 1
+            continue
+        differ += 1
+        print(f"DIFFERENT  {name}")
+        for line in difflib.unified_diff(a.splitlines(), b.splitlines(), lineterm="", n=0):
+            if line[:1] in "+-" and not line.startswith(("+++", "---")):
+                print(f"    {line[:150]}")
+    print(f"{same} of {same + differ + gone} test files identical without imports, {differ} different, {gone} gone")
+    return 1 if differ or gone else 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -707,7 +750,11 @@ def main(argv=None) -> int:
     cmp_.add_argument("old_dir", type=Path)
     cmp_.add_argument("new_dir", type=Path)
     cmp_.add_argument("--renames", type=Path, help='JSON {"old.module": "new.module"} applied to the old side')
+    ast_ = sub.add_parser("tests-ast", help="compare the test files of OLD_COMMIT with today's, imports removed")
+    ast_.add_argument("old_commit")
     args = parser.parse_args(argv)
+    if args.command == "tests-ast":
+        return tests_ast(args.old_commit)
     if args.command == "record":
         record(args.out_dir.resolve(), args.only or list(PARTS), args.fresh_model_cache, args.case, args.notebook)
         return 0
