@@ -108,8 +108,9 @@ class RetrievalSettings:
 
     # == retrieval ==
     retriever: str = "bm25"
-    """Retriever name from the retrieval registry: bm25 or dense, a retrieval service http://HOST:PORT, or a web
-    search API web+https://HOST/PATH (web_* settings) (documents per search: top_k)."""
+    """Retriever name from the retrieval registry: bm25 or dense, a retrieval service http://HOST:PORT, a server of
+    Search-R1's retriever API search_r1+http://HOST:PORT/retrieve, or a web search API web+https://HOST/PATH (web_*
+    settings) (documents per search: top_k)."""
 
 
 @dataclass(frozen=True)
