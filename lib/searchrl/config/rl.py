@@ -34,15 +34,12 @@ class RLSettings:
     """GRPO's mu (TRL's num_iterations): optimizer steps taken on each batch of rollouts. Above 1, a batch is reused
     for that many updates, each clipped against the log-probs the rollouts were sampled with (one extra forward pass
     per batch); rl_steps counts updates, so rl_steps 20 with num_iterations 2 samples 10 batches. More updates per
-    CPU minute where rollouts dominate the step: on the 2-core CPU a reuse step took 40-70% of a sampling step (lever
-    Zj in docs/lab/LOG.md, one seed: +0.05 F1, the interval touching 0)."""
+    CPU minute where rollouts dominate the step (measured: docs/speed.md)."""
     train_top_layers: int = 0
     """RL trains only the top N decoder blocks (and the final norm); the embeddings, the output layer and the blocks
     below stay frozen, so the backward pass stops at the lowest trained block (`searchrl.trainer.levers.freeze`). 0 trains
     every weight. A speed lever for CPUs, where the backward pass is the largest part of a step; not with use_peft.
-    It may learn less (one seed per setting so far, a direction rather than a result): on lever X's recipe the top
-    10 of 30 blocks at lr 1e-5 left half the greedy answers unchanged after 20 steps, and at 3e-5 did not learn X's
-    per-type search choice (docs/lab/LOG.md, 2026-11-27)."""
+    It may learn less (measured: docs/speed.md)."""
     micro_batch_size: int = 0
     """Sequences per forward and backward pass, for RL rollouts and cold-start examples alike; 0: a whole step at
     once. A smaller value splits each step into micro-batches whose gradients are summed before the one optimizer
@@ -56,15 +53,14 @@ class RLSettings:
     length_grouped_micro_batches: bool = False
     """Cut each step's rollouts into micro-batches of similar length and drop the columns that are padding in all
     their rows, instead of TRL's shuffled micro-batches that each carry the padding of the step's longest rollout.
-    The same update (bnpo, which normalises per micro-batch, keeps TRL's order and only loses the padding); measured
-    1.05x on the forward and backward passes here (docs/lab/LOG.md, 2026-11-26), so off by default."""
+    The same update (bnpo, which normalises per micro-batch, keeps TRL's order and only loses the padding); off by
+    default, since it gained little here (measured: docs/speed.md)."""
     shared_prefix: bool = True
     """In RL's forward and backward passes, run the prompt prefix that all rows of a micro-batch share (the
     protocol's instructions) once, and only each row's remainder against it (`searchrl.trainer.shared_prefix`).
-    The same loss and update up to float rounding (tests/test_micro_batches.py); measured 1.42x on the forward and
-    backward passes of micro-batches of 4 real rollouts here (`benchmarks/shared_prefix.py`, docs/lab/LOG.md
-    2026-11-27). One process only: under several, TRL's own pass runs. Runs before this setting existed used
-    TRL's pass; set false to repeat one bit for bit."""
+    The same loss and update up to float rounding (tests/test_micro_batches.py), faster (measured: docs/speed.md).
+    One process only: under several, TRL's own pass runs. Runs before this setting existed used TRL's pass; set
+    false to repeat one bit for bit."""
     save_train_rollouts: bool = True
     """Write every scored training rollout (question, completion with its retrieved documents, searches, each
     reward, advantage) to trajectories/train/<stage>/step-NNNN.jsonl, dynamic sampling's extra draws included
@@ -118,7 +114,7 @@ class RLSettings:
     """prompt_selection stratified: questions of each type in every turn over the types (a type not named: 1), e.g.
     {single_hop: 2} with three types and prompts_per_step 4 gives each step two single-hop questions and one of each
     other. A choice one type rewards and the others penalise (one search or two) moves by the count of informative
-    groups on each side, not by the question (docs/lab/LOG.md, 2026-11-28, levers Zt and Zu); weights even the counts out."""
+    groups on each side, not by the question (measured: docs/levers.md); weights even the counts out."""
     balance_question_types: bool = False
     """Sample training questions so that each question type is equally frequent."""
     logging_steps: int = 1

@@ -136,8 +136,8 @@ class ColdStartSettings:
     sft_type_weights: dict = field(default_factory=dict)
     """Demonstrations of each question type per round of the cold start's round robin over
     `sft_question_types` (a type not named: 1), e.g. {single_hop: 3} makes half of four types' demonstrations
-    single-hop. A plan-first cold start with one single-hop demonstration in four plans "two facts" for every
-    single-hop question (docs/lab/LOG.md, 2026-11-28, lever Zm's cold start)."""
+    single-hop. Too few of a type, and the cold start plans the other types' way on it too (measured:
+    docs/levers.md)."""
     sft_epochs: float = 1.0
     """Epochs of cold-start training."""
     sft_plan_thought: bool = False

@@ -66,9 +66,8 @@ class Experiment(ExperimentData, ExperimentColdStart, ExperimentRL, ExperimentEv
 
         # The policy that trains is stored in float32 even with bf16 on: bf16 is mixed precision (the trainers
         # autocast the forward pass), and the weights and Adam's moments must stay float32, because an update of
-        # lr ~1e-5 is below half a bfloat16 ulp of most weights and rounds away. Measured on an H100 (docs/lab/LOG.md,
-        # 2026-11-27): the cpu_long cold start stored in bf16 scored F1 0.076 and format 0.04 on 100 questions, the
-        # same recipe in float32 F1 0.430 and format 0.94. Inference-only loads (eval_suite, baselines) may use bf16.
+        # lr ~1e-5 is below half a bfloat16 ulp of most weights and rounds away. Measured: docs/vllm-and-precision.md.
+        # Inference-only loads (eval_suite, baselines) may use bf16.
         model, _ = load_policy(path or self.cfg.model, dtype=torch.float32, device=self.cfg.device)
         return model
 

@@ -420,9 +420,8 @@ class SearchGRPOTrainer(GRPOTrainer):
 @contextlib.contextmanager
 def merged_adapter(model, enabled: bool = True):
     """A LoRA policy generates with its adapter merged into the base weights, then unmerged: generation through an
-    unmerged adapter adds low-rank products to every adapted layer at every token. On the 2-core CPU a demo step's
-    rollout took 14.5 s unmerged and 13.3 s merged, against 10.9-11.3 s without LoRA (docs/lab/LOG.md, 2026-11-26):
-    the adapter layers cost time even when merged. Merging and unmerging changes a weight only by float rounding, as
+    unmerged adapter adds low-rank products to every adapted layer at every token (measured: docs/speed.md).
+    Merging and unmerging changes a weight only by float rounding, as
     in TRL's vLLM sync. Other models pass through."""
     mergeable = enabled and hasattr(model, "merge_adapter") and hasattr(model, "unmerge_adapter")
     if mergeable:

@@ -2,14 +2,12 @@
 
 With `explore_openers` every group tries each opener, and an opener's tokens are trained with its rollout's
 advantage. Summed over a batch those advantages also push each opener up or down for every question alike: a shared
-offset. On the plan-first cold start (docs/lab/LOG.md, 2026-11-28, levers Zz and Zaa) that offset moved by -4 to +8 logits
-across runs while the part of the choice that differs between question types grew by 0.4-1.0, so whether greedy
-decoding followed the question was decided by the offset. Centring gives each started rollout's opener tokens its advantage
+offset, which can move far more than the part of the choice that differs between question types, and then decides
+whether greedy decoding follows the question (measured: docs/levers.md). Centring gives each started rollout's opener tokens its advantage
 minus the batch's mean over the trained tokens of the same opener: every opener's summed push is zero at every
 step, and what is left is how much better the opener did on this question than on the batch's other questions. The
-tokens after the opener keep the rollout's own advantage. Measured (lever Zaa in the LOG): the mean removed was
-small (about 0.1 a step), and the offset moved as before. It reaches the choice through the tokens trained after
-the opener, so this setting alone does not hold it.
+tokens after the opener keep the rollout's own advantage. The offset also reaches the choice through the tokens
+trained after the opener, so this setting alone does not hold it (measured: docs/levers.md).
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 With two explore openers ("<think> This needs one" / "... two"), a policy's choice on question q is the log-odds
 log p(opener 1 | q) - log p(opener 0 | q). RL moves two things in it: how the questions differ (per-question
-judgement, which is what training is for) and a shift shared by every question (the prior). In the CPU runs the
-shared shift moved by -4 to +8 logits in 15 steps while the differences grew by under 1, and the shift alone decided
-whether the greedy plan followed the question (docs/lab/LOG.md, the decision-point table of 11-28).
+judgement, which is what training is for) and a shift shared by every question (the prior). The shared shift can
+move far more than the differences, and then alone decides whether the greedy plan follows the question (measured:
+docs/levers.md).
 
 The anchor holds the prior as a rate: how often the policy picks opener 1 over the step's questions, the mean of
 sigmoid(log-odds). It adds weight * (that rate now - the reference's rate on the same questions)^2 to the loss. A rate

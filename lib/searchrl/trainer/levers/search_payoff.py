@@ -4,9 +4,9 @@ search, or away from it?".
 GRPO's advantage is a rollout's reward against its group mates (same question). So the direction in which the policy's
 search count moves on a question type is the sign of the mean group-relative advantage of the rollouts that searched
 n times, over that type's groups whose rollouts searched different numbers of times (a group whose rollouts all
-searched alike says nothing about the count). The batch-wide `search/reward_at_<n>_searches` mixes types and groups:
-on the CPU demo it was level for one and two searches (-0.45 against -0.43 over lever N's 16 steps) while the policy
-went on to search twice on every type, single-hop included (docs/lab/LOG.md, levers N-Q).
+searched alike says nothing about the count). The batch-wide `search/reward_at_<n>_searches` mixes types and groups,
+and can stay level for one and two searches while the policy goes on to search twice on every type (measured:
+docs/levers.md).
 """
 
 from __future__ import annotations
