@@ -1,7 +1,7 @@
 """The package's layers: each imports only from the layers below it, and no import cycle joins two modules.
 
 Imports are read from the source, function-level ones included (an import inside a function still ties the two
-modules together), with the semantics import tools use: ``from pkg import sub`` imports the module ``pkg.sub``,
+modules together). ``from pkg import sub`` imports both ``pkg`` (its ``__init__`` runs) and the module ``pkg.sub``;
 ``from pkg import name`` imports ``pkg``. Nothing is imported to check this, so the test needs neither torch nor a
 model.
 """
@@ -67,10 +67,9 @@ def _imports(modules: dict[str, Path]) -> dict[str, set[str]]:
                 if node.level:
                     parts = name.split(".")[: len(name.split(".")) - node.level + (1 if is_package else 0)]
                     base = ".".join([*parts, *([node.module] if node.module else [])])
-                subs = [f"{base}.{alias.name}" for alias in node.names]
-                targets |= {sub for sub in subs if sub in modules}
-                if any(sub not in modules for sub in subs):
-                    targets.add(base)
+                # `from pkg import sub` runs pkg/__init__.py as well: both count.
+                targets |= {sub for sub in (f"{base}.{alias.name}" for alias in node.names) if sub in modules}
+                targets.add(base)
         edges[name] = {t for t in map(owner, (t for t in targets if t.startswith("searchrl"))) if t and t != name}
     return edges
 

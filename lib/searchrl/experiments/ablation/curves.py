@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from searchrl.analysis.plots import ReportFigure, ema
-from searchrl.experiments.ablation import layout
+from searchrl.experiments.ablation.layout import finished_arm_folders
 from searchrl.runs.history import MetricsHistory
 
 CURVE_METRICS = ("reward", "completions/model_tokens", "search/searches_per_sample")
@@ -31,7 +31,7 @@ Histories = Mapping[str, Mapping[int, pd.DataFrame]]  # {arm: {seed: metrics his
 def read_histories(run_dir: str | Path, arms: Sequence[str] | None = None) -> dict[str, dict[int, pd.DataFrame]]:
     """{arm: {seed: history}} of the finished arms and seeds in an ablation folder (`arms` in that order; default:
     every arm found)."""
-    found = layout.finished_arm_folders(Path(run_dir))
+    found = finished_arm_folders(Path(run_dir))
     names = list(arms) if arms is not None else list(dict.fromkeys(arm for arm, _ in found))
     out: dict[str, dict[int, pd.DataFrame]] = {}
     for (arm, seed), folder in sorted(found.items(), key=lambda item: item[0][1]):

@@ -24,7 +24,6 @@ import pandas as pd
 
 from searchrl.config import BOOKKEEPING_SETTINGS, COMPUTE_ONLY_SETTINGS, ConfigError, RunConfig, measured_changes
 from searchrl.core.files import read_json, save_figure, write_json
-from searchrl.experiments.ablation import layout
 from searchrl.experiments.ablation.arms import (
     Arm,
     arm_config,
@@ -36,6 +35,17 @@ from searchrl.experiments.ablation.arms import (
     with_cold_start_arm,
 )
 from searchrl.experiments.ablation.curves import CURVE_METRICS, band_curves, read_histories
+from searchrl.experiments.ablation.layout import (
+    WEIGHTS,
+    arm_folder,
+    cold_start_folder,
+    is_done,
+    mark_done,
+    read_done,
+    records_path,
+    trained_policy,
+    weights_sha256,
+)
 from searchrl.experiments.ablation.tables import arm_table, read_records, split_table
 from searchrl.experiments.ablation.verdict import Claim, parse_claims, verdict_table
 from searchrl.experiments.ablation.work import ArmWork, ExperimentWork
@@ -101,8 +111,8 @@ class Ablation:
         rows = []
         for seed in self.seeds:
             for arm in self.arms:
-                folder = layout.arm_folder(self.run_dir, arm.name, seed)
-                state = "done" if layout.is_done(folder) else ("partial" if folder.exists() else "to do")
+                folder = arm_folder(self.run_dir, arm.name, seed)
+                state = "done" if is_done(folder) else ("partial" if folder.exists() else "to do")
                 means = held_out.get((arm.name, seed), {})
                 cfg = self.configs[arm.name, seed]
                 start_key = cold_start_key(self._cold_start_config(arm.name, seed))
@@ -119,7 +129,7 @@ class Ablation:
         from searchrl.core.progress import progress_bar
 
         todo = [(seed, arm) for seed in self.seeds for arm in self.arms
-                if not layout.is_done(layout.arm_folder(self.run_dir, arm.name, seed))]
+                if not is_done(arm_folder(self.run_dir, arm.name, seed))]
         skipped = len(self.seeds) * len(self.arms) - len(todo)
         if skipped:
             print(f"ablation: {skipped} arm x seed runs already finished in {self.run_dir.name}; resuming at "
@@ -138,7 +148,7 @@ class Ablation:
         """Fail before any work when a finished or partial arm folder was made with other settings than its arm's
         current ones (a changed parameter would mix two experiments in one table)."""
         for (name, seed), cfg in self.configs.items():
-            folder = layout.arm_folder(self.run_dir, name, seed)
+            folder = arm_folder(self.run_dir, name, seed)
             recorded = _recorded_params(folder)
             if recorded is None:
                 continue
@@ -151,7 +161,7 @@ class Ablation:
 
     def _run_arm(self, arm: Arm, seed: int) -> None:
         cfg = self.configs[arm.name, seed]
-        folder = layout.arm_folder(self.run_dir, arm.name, seed)
+        folder = arm_folder(self.run_dir, arm.name, seed)
         if folder.exists() and not _has_resume_state(cfg, folder):
             # Interrupted before its first checkpoint: its logged steps would be appended to, so start afresh.
             shutil.rmtree(folder)
@@ -161,10 +171,10 @@ class Ablation:
         cfg.to_yaml(folder / "params.yaml", header=f"Arm {arm.name}, seed {seed}, of ablation {self.run_dir.name}")
         start, start_digest = self._cold_start(self._cold_start_config(arm.name, seed), seed)
         self.work.train_and_evaluate(cfg, folder, start)
-        if not layout.records_path(folder).is_file():
+        if not records_path(folder).is_file():
             raise RuntimeError(f"arm {arm.name!r} seed {seed} finished without evaluation records at "
-                               f"{layout.records_path(folder)}; the work must evaluate on the held-out questions")
-        layout.mark_done(folder, {"arm": arm.name, "seed": seed,
+                               f"{records_path(folder)}; the work must evaluate on the held-out questions")
+        mark_done(folder, {"arm": arm.name, "seed": seed,
                                   "cold_start": str(start) if start is not None else None,
                                   "cold_start_sha256": start_digest})
         if not cfg.keep_resume_state:
@@ -179,20 +189,20 @@ class Ablation:
     def _cold_start(self, cfg: RunConfig, seed: int) -> tuple[Path | None, str | None]:
         """The shared cold start of `cfg` and `seed`, made once by the first arm that needs it: its model and the
         SHA-256 of its weights (None for one made before digests were recorded)."""
-        folder = layout.cold_start_folder(self.run_dir, seed, cold_start_key(cfg))
-        done = layout.read_done(folder)
+        folder = cold_start_folder(self.run_dir, seed, cold_start_key(cfg))
+        done = read_done(folder)
         if done is None:
             # Its key hashes every cold-start setting, so a setting added to the schema since changes it; a finished
             # cold start whose recorded settings, with that setting at its default, equal these ones is the same.
             folder = _same_finished_cold_start(folder, cold_start_settings(cfg)) or folder
-            done = layout.read_done(folder)
+            done = read_done(folder)
         if done is not None:
             return (Path(done["model"]) if done.get("model") else None), done.get("sha256")
         folder.mkdir(parents=True, exist_ok=True)
         write_json(folder / "settings.json", cold_start_settings(cfg))
         model = self.work.cold_start(cfg, folder)
         digest = _record_weights(folder, model, seed)
-        layout.mark_done(folder, {"seed": seed, "model": str(model) if model is not None else None, "sha256": digest})
+        mark_done(folder, {"seed": seed, "model": str(model) if model is not None else None, "sha256": digest})
         return model, digest
 
     # ---- reporting --------------------------------------------------------------------------------------------
@@ -261,7 +271,7 @@ def _same_finished_cold_start(folder: Path, settings: Mapping[str, Any]) -> Path
     known = RunConfig.defaults()
     for sibling in sorted(folder.parent.glob("cold_start-*")):
         recorded = read_json(sibling / "settings.json")
-        if not recorded or layout.read_done(sibling) is None:
+        if not recorded or read_done(sibling) is None:
             continue
         # older cold starts recorded settings the cold start does not read (compute-only ones, the memorization
         # loss's), which never tell two cold starts apart: only a setting the schema no longer has stays and differs
@@ -287,8 +297,8 @@ def _record_weights(folder: Path, model: Path | None, seed: int) -> str | None:
     """Write the cold start's weight digest to its weights.json, and say so loudly when a cold start made again (its
     weights were dropped, by a slim copy or by hand) differs from the one made first: arms already finished started
     from that one."""
-    digest = layout.weights_sha256(model)
-    record = read_json(folder / layout.WEIGHTS) or {}
+    digest = weights_sha256(model)
+    record = read_json(folder / WEIGHTS) or {}
     first = record.get("sha256")
     made = [*record.get("made", []), digest]
     if first and digest and digest != first:
@@ -298,7 +308,7 @@ def _record_weights(folder: Path, model: Path | None, seed: int) -> str | None:
                    "folder so that every arm shares one cold start.")
         warnings.warn(message, stacklevel=2)
         print(f"ablation: WARNING: {message}")
-    write_json(folder / layout.WEIGHTS, {"sha256": first or digest, "made": made,
+    write_json(folder / WEIGHTS, {"sha256": first or digest, "made": made,
                                          "same_as_first": all(d == (first or digest) for d in made)})
     return digest
 
@@ -316,7 +326,7 @@ def _has_resume_state(cfg: RunConfig, folder: Path) -> bool:
     if not rl_schedule(cfg):
         return True
     stages = [p for p in (folder / "checkpoints").glob("*") if p.is_dir()]
-    return (layout.trained_policy(cfg, folder) is not None
+    return (trained_policy(cfg, folder) is not None
             or any(last_complete_checkpoint(stage)[0] is not None for stage in stages))
 
 

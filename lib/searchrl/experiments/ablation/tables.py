@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from searchrl.core.stats import bootstrap_mean
-from searchrl.experiments.ablation import layout
+from searchrl.experiments.ablation.layout import finished_arm_folders, records_path
 
 # Per-question record column -> table column. Response length counts generated tokens (retrieved ones excluded).
 TABLE_METRICS = {"em": "EM", "f1": "F1", "cem": "CEM", "searches": "searches/question",
@@ -26,10 +26,10 @@ _INTERVAL_METRICS = ("em", "f1")
 def read_records(run_dir: str | Path, arms: Sequence[str] | None = None) -> pd.DataFrame:
     """Every finished arm and seed's per-question evaluation records, with `arm` and `seed` columns first."""
     frames = []
-    for (arm, seed), folder in layout.finished_arm_folders(Path(run_dir)).items():
+    for (arm, seed), folder in finished_arm_folders(Path(run_dir)).items():
         if arms is not None and arm not in arms:
             continue
-        path = layout.records_path(folder)
+        path = records_path(folder)
         frame = pd.read_json(path, lines=True, dtype={"id": str}) if path.stat().st_size else pd.DataFrame()
         frames.append(frame.assign(arm=arm, seed=seed))
     if not frames:
