@@ -231,6 +231,27 @@ class LRUCache:
         return [list(r) for r in results]
 
 
+class EmptyStreak:
+    """Non-empty queries answered without a passage, counted in a row across threads; at `limit` of them (0: never)
+    the remote retriever is probably serving an empty or the wrong index, and `watch` raises."""
+
+    def __init__(self, limit: int, who: str) -> None:
+        self.limit, self.who = limit, who
+        self._lock = threading.Lock()
+        self._streak = 0
+
+    def watch(self, answers: list[list[ScoredDoc]]) -> None:
+        with self._lock:
+            for docs in answers:
+                self._streak = 0 if docs else self._streak + 1
+            streak = self._streak
+        if self.limit and streak >= self.limit:
+            raise ServiceError(
+                f"{self.who} returned no passage for the last {streak} queries in a row; "
+                "it is probably serving an empty or the wrong index (raise service_empty_streak, or 0 to allow this)"
+            )
+
+
 class HTTPRetriever:
     """Searches the retrieval service at `url` (see the module docstring).
 
@@ -260,8 +281,7 @@ class HTTPRetriever:
         self._cache = LRUCache(self.service.service_cache_size)
         self._connections = KeepAliveConnections(self.url)
         self._health: dict[str, Any] | None = None
-        self._state_lock = threading.Lock()
-        self._empty_streak = 0
+        self._empty = EmptyStreak(self.service.service_empty_streak, f"the retrieval service at {self.url}")
         self.requests = 0  # HTTP requests sent (attempts, retries included)
 
     def __repr__(self) -> str:
@@ -291,7 +311,7 @@ class HTTPRetriever:
         except ServiceUnavailableError:
             self._health = None  # a service that went away may come back over another index: check it again
             raise
-        self._watch_empty_streak([answers[q] for q in missing])
+        self._empty.watch([answers[q] for q in missing])
         return answers
 
     def cache_info(self) -> CacheInfo:
@@ -384,17 +404,6 @@ class HTTPRetriever:
                 f"{fingerprint}); build its index from this run's corpus, or point the run at the right service"
             )
 
-    def _watch_empty_streak(self, answers: list[list[ScoredDoc]]) -> None:
-        limit = self.service.service_empty_streak
-        with self._state_lock:
-            for docs in answers:
-                self._empty_streak = 0 if docs else self._empty_streak + 1
-            streak = self._empty_streak
-        if limit and streak >= limit:
-            raise ServiceError(
-                f"the retrieval service at {self.url} returned no passage for the last {streak} queries in a row; "
-                "it is probably serving an empty or the wrong index (raise service_empty_streak, or 0 to allow this)"
-            )
 
     def _deadline(self) -> float | None:
         return self.retry.deadline()
@@ -470,6 +479,7 @@ def error_detail(data: bytes) -> str:
 
 __all__ = [
     "CacheInfo",
+    "EmptyStreak",
     "HTTPRetriever",
     "KeepAliveConnections",
     "LRUCache",

@@ -27,7 +27,6 @@ neither how many passages it holds nor which corpus, so `k` is sent as asked and
 from __future__ import annotations
 
 import hashlib
-import threading
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -36,6 +35,7 @@ from searchrl.config.service import ServiceConfig, search_r1_url, service_url
 from searchrl.retrieval.base import Doc, check_k, clean_queries
 from searchrl.retrieval.http import (
     CacheInfo,
+    EmptyStreak,
     HTTPRetriever,
     KeepAliveConnections,
     LRUCache,
@@ -105,8 +105,7 @@ class SearchR1Retriever:
         self._path = urlsplit(self.url).path or "/retrieve"
         self._cache = LRUCache(self.service.service_cache_size)
         self._connections = KeepAliveConnections(self.url)
-        self._state_lock = threading.Lock()
-        self._empty_streak = 0
+        self._empty = EmptyStreak(self.service.service_empty_streak, f"the Search-R1 retriever at {self.url}")
         self.requests = 0  # HTTP requests sent (attempts, retries included)
 
     def __repr__(self) -> str:
@@ -166,7 +165,7 @@ class SearchR1Retriever:
                      "retrieval_server.py) and reachable, or raise retriever_timeout_s / retriever_retries")
             for query, docs in zip(chunk, self._parse_results(body, len(chunk)), strict=True):
                 answers[query] = docs[:k]
-        self._watch_empty_streak([answers[q] for q in queries])
+        self._empty.watch([answers[q] for q in queries])
         return answers
 
     def _attempt(self, payload: dict[str, Any], deadline: float | None) -> Any:
@@ -194,17 +193,6 @@ class SearchR1Retriever:
             score = item.get("score")
             return document_to_doc(item["document"]), None if score is None else float(score)
         return document_to_doc(item), None
-
-    def _watch_empty_streak(self, answers: list[list[ScoredDoc]]) -> None:
-        limit = self.service.service_empty_streak
-        with self._state_lock:
-            for docs in answers:
-                self._empty_streak = 0 if docs else self._empty_streak + 1
-            streak = self._empty_streak
-        if limit and streak >= limit:
-            raise ServiceError(
-                f"the Search-R1 retriever at {self.url} returned no passage for the last {streak} queries in a row; "
-                "it is probably serving an empty or the wrong index (raise service_empty_streak, or 0 to allow this)")
 
 
 __all__ = ["SearchR1Retriever", "document_to_doc", "parse_contents"]
