@@ -115,6 +115,33 @@ def wait_until_up(process: subprocess.Popen, url: str) -> float:
 COLUMNS = ["mode", "clients", "requests", "queries", "queries_per_s", "p50_ms", "p99_ms", "errors"]
 
 
+def stop_service(process: subprocess.Popen) -> None:
+    """Stop the service process: terminate, then kill after 10 s."""
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+def print_errors(rows: list[dict[str, Any]]) -> None:
+    """The first error of each level that had any."""
+    if any(row["errors"] for row in rows):
+        print("first errors: " + "; ".join(f"{r['mode']}x{r['clients']}: {r['first_error']}" for r in rows
+                                           if r["errors"]))
+
+
+def report_header(name: str) -> dict[str, Any]:
+    """What every report of these benchmarks opens with: its name, when, the command and the machine."""
+    return {
+        "benchmark": name,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+                    "load_average": os.getloadavg()},
+    }
+
+
 def print_header() -> None:
     print("  ".join(f"{c:>13}" for c in COLUMNS), flush=True)
 
@@ -175,25 +202,15 @@ def main() -> None:
                     rows.append(row)
                     print_row(row)
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            stop_service(process)
 
-    if any(row["errors"] for row in rows):
-        print("first errors: " + "; ".join(f"{r['mode']}x{r['clients']}: {r['first_error']}" for r in rows
-                                           if r["errors"]))
+    print_errors(rows)
     report = {
-        "benchmark": "retrieval_service",
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        **report_header("retrieval_service"),
         "passages": len(world.corpus),
         "batch_size": args.batch_size,
         "k": args.k,
         "seconds_per_level": args.seconds,
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "load_average": os.getloadavg()},
         "results": rows,
     }
     args.out.mkdir(parents=True, exist_ok=True)

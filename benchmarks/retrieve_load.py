@@ -16,16 +16,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import subprocess
-import sys
 import tempfile
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from retrieval_service import print_header, print_row, run_level, start_service, wait_until_up
+from retrieval_service import (
+    print_errors,
+    print_header,
+    print_row,
+    report_header,
+    run_level,
+    start_service,
+    stop_service,
+    wait_until_up,
+)
 
 from searchrl.config.service import ServiceConfig
 from searchrl.data.synthetic import make_world
@@ -85,25 +90,15 @@ def main() -> None:
                     rows.append(row)
                     print_row(row)
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            stop_service(process)
 
-    if any(row["errors"] for row in rows):
-        print("first errors: " + "; ".join(f"{r['mode']}x{r['clients']}: {r['first_error']}" for r in rows
-                                           if r["errors"]))
+    print_errors(rows)
     report = {
-        "benchmark": "retrieve_load",
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        **report_header("retrieve_load"),
         "passages": len(world.corpus),
         "batch_size": args.batch_size,
         "k": args.k,
         "requests_per_client": args.requests,
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "load_average": os.getloadavg()},
         "results": rows,
     }
     args.out.mkdir(parents=True, exist_ok=True)
