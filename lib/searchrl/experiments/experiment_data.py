@@ -86,6 +86,10 @@ class ExperimentData:
 
     def _load_data(self):
         cfg = self.cfg
+        if cfg.dataset == "synthetic" and cfg.eval_sets:
+            raise ValueError(f"eval_sets {cfg.eval_sets} are searched in the run's corpus, and dataset 'synthetic' "
+                             "has only the fictional world's: set dataset and corpus to the paper's data, or "
+                             "-p eval_sets '[]' to evaluate held-out questions of the world")
         if cfg.dataset == "synthetic":
             from searchrl.data.synthetic import world_of
 
