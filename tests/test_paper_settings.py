@@ -224,7 +224,7 @@ def test_eval_sets_evaluate_benchmark_questions_and_train_on_every_dataset_row(t
     loader.cfg = cfg
     docs, train, evaluation = loader._load_data()
     assert len(train) == 6 and len(docs) == 1  # no held-out cut from the dataset; the run's own corpus
-    assert [r["metadata"]["type"] for r in evaluation] == ["r1s_bamboogle"] * 3 + ["r1s_2wiki"] * 3
+    assert [r["metadata"]["type"] for r in evaluation] == ["r1s_bamboogle", "r1s_2wiki"] * 3  # interleaved
     assert all(r["id"].split("/")[0] == r["metadata"]["type"] for r in evaluation)
     assert {r["metadata"]["benchmark_type"] for r in evaluation} == {"bridge"}
     again = ExperimentData()
@@ -320,8 +320,9 @@ def test_answer_only_and_file_sources_make_the_cold_start_items(tmp_path, tokeni
     assert len(items) == 3 and all(i["segments"] == [(f"<answer> {i['golden_answers'][0]} </answer>", True)]
                                    for i in items)
     trajectories = _jsonl(tmp_path / "traj.jsonl", [
-        {"question": "Who founded t 0?", "segments": [["<search>t 0</search>", True], ["<information>doc</information>",
-                                                                                        False], ["<answer>x</answer>", True]]},
+        {"question": "Who founded t 0?", "segments": [["<search>t 0</search>", True],
+                                                     ["<information>doc</information>", False],
+                                                     ["<answer>x</answer>", True]]},
     ])
     exp.cfg = exp.cfg.replace(sft_source=str(trajectories))
     (item,) = exp.cold_start_items()

@@ -10,8 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ABLATION_NOTEBOOKS", "eval_decoding", "EVAL_SUITE_NOTEBOOKS", "EXPERIMENT_NOTEBOOKS", "NOTEBOOKS_OF", "REPORT_NOTEBOOKS",
-           "AblationSettings", "BenchmarkSettings", "EvalSetSettings", "EvalSettings", "ReportSettings"]
+__all__ = ["ABLATION_NOTEBOOKS", "EVAL_SUITE_NOTEBOOKS", "EXPERIMENT_NOTEBOOKS", "NOTEBOOKS_OF", "REPORT_NOTEBOOKS",
+           "AblationSettings", "BenchmarkSettings", "EvalSetSettings", "EvalSettings", "ReportSettings",
+           "eval_decoding"]
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,8 @@ __all__ = ["FIELD_DOCS", "FIELD_SECTIONS", "FIELD_TYPES", "SECTION_ORDER", "RunF
 
 
 @dataclass(frozen=True)
-class RunFields(ReportSettings, AblationSettings, BenchmarkSettings, EvalSetSettings, EvalSettings, RLSettings, ColdStartSettings,
+class RunFields(ReportSettings, AblationSettings, BenchmarkSettings, EvalSetSettings, EvalSettings, RLSettings,
+                ColdStartSettings,
                 ProtocolSettings, RetrievalSettings, DataSettings, ModelSettings, GeneralSettings,
                 RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, MemorizationConfig, EvidenceConfig,
                 DifficultyConfig, HealthConfig, ProbeConfig):

@@ -183,7 +183,8 @@ class EvalSuite:
         rollout = self.cfg.eval_rollout_config()
         result = evaluate(model, self.tokenizer, protocol, retriever, rows, rollout=rollout,
                           greedy=rollout.temperature == 0, batch_size=self.cfg.eval_batch_size,
-                          chat=self.cfg.chat_prompt, desc=f"{bench}: {label}", records_path=records, resume=self.cfg.resume)
+                          chat=self.cfg.chat_prompt, desc=f"{bench}: {label}", records_path=records,
+                          resume=self.cfg.resume)
         self._finish_result(bench, label, result)
 
     def _evaluate_baseline(self, bench: str, baseline: str, model, retriever, rows) -> None:

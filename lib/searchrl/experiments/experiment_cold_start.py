@@ -1,9 +1,11 @@
-"""An experiment's cold start: SFT on the demonstrations of `sft_source` (templated trajectories by default; and, with `sft_fact_repeats`, the synthetic world's
-internal facts as short statements) before RL; a resumed run keeps the cold start it already finished.
+"""An experiment's cold start: SFT on the demonstrations of `sft_source` (templated trajectories by default; and,
+with `sft_fact_repeats`, the synthetic world's internal facts as short statements) before RL; a resumed run keeps the
+cold start it already finished.
 """
 
 from __future__ import annotations
 
+import gc
 import shutil
 import warnings
 
@@ -65,18 +67,24 @@ class ExperimentColdStart:
         if teacher == "policy":
             teacher_model, teacher_tokenizer = model if model is not None else self.load_model(), self.tokenizer
         else:
-            teacher_model, teacher_tokenizer = load_policy(teacher, device=cfg.device)[0], load_tokenizer(teacher)
+            dtype = "bfloat16" if cfg.bf16 else "float32"  # the teacher only generates
+            teacher_model = load_policy(teacher, dtype=dtype, device=cfg.device)[0]
+            teacher_tokenizer = load_tokenizer(teacher)
         with measured(self.run_dir, "cold start: rejection sampling"):
             sampled = rejection_sampled_trajectories(teacher_model, teacher_tokenizer, self.protocol, self.retriever,
                                                      rows, rollout=cfg.rollout_config(), max_per_question=1,
                                                      batch_size=cfg.eval_batch_size, chat=cfg.chat_prompt,
                                                      seed=cfg.seed)
-        return [as_text_item(item, teacher_tokenizer,
-                             self.protocol.build_prompt(item["question"], self.tokenizer, chat=cfg.chat_prompt))
-                for item in sampled]
+        items = [as_text_item(item, teacher_tokenizer,
+                              self.protocol.build_prompt(item["question"], self.tokenizer, chat=cfg.chat_prompt))
+                 for item in sampled]
+        del teacher_model  # a teacher of its own is freed before the policy trains
+        gc.collect()
+        return items
 
     def cold_start(self, model):
-        """SFT on templated trajectories with retrieved tokens masked out of the loss (R1-Searcher++ eq. 2)."""
+        """SFT on the cold start's items (`cold_start_items`) with retrieved tokens masked out of the loss
+        (R1-Searcher++ eq. 2)."""
         from searchrl.data.synthetic.budget import budget_problems, items_budget
         from searchrl.sft import sft_train
         from searchrl.trainer.arguments import sft_args

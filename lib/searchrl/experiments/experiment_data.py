@@ -63,20 +63,24 @@ def held_out_rows(rows: list, cfg: RunConfig) -> list:
 
 def benchmark_rows(cfg: RunConfig) -> list:
     """The evaluation questions of `cfg.eval_sets`: `n_eval` of each benchmark (0: all), subsampled with one fixed
-    seed so that every training seed and arm is scored on the same questions. Ids are prefixed with the benchmark's
-    name (unique across sets) and the question type is the benchmark's name (its own type kept as
-    `benchmark_type`), so the per-type tables are per benchmark. Their own corpora are not loaded: the run's
-    retriever searches the run's corpus."""
+    seed so that every training seed and arm is scored on the same questions, and interleaved so that a prefix
+    (n_eval_untrained) covers every set. Ids are prefixed with the benchmark's name (unique across sets) and the
+    question type is the benchmark's name (its own type kept as `benchmark_type`), so the per-type tables are per
+    benchmark. Their own corpora are not loaded: the run's retriever searches the run's corpus."""
+    from itertools import chain, zip_longest
+
     from searchrl.data.benchmarks import load_benchmark
 
-    rows = []
+    sets = []
     for name in cfg.eval_sets:
         bench = load_benchmark(name, data_dir=cfg.data_dir or None, limit=cfg.n_eval, seed=0, corpus="none")
-        for row in bench.rows:
+        rows = []
+        for i, row in enumerate(bench.rows):
             meta = dict(row.get("metadata") or {})
             meta["benchmark_type"], meta["type"] = meta.get("type", "unknown"), name
-            rows.append({**row, "id": f"{name}/{row.get('id', len(rows))}", "metadata": meta})
-    return rows
+            rows.append({**row, "id": f"{name}/{row.get('id') or i}", "metadata": meta})
+        sets.append(rows)
+    return [row for row in chain.from_iterable(zip_longest(*sets)) if row is not None]
 
 
 class ExperimentData:
