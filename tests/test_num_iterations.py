@@ -7,25 +7,13 @@ import pandas as pd
 import pytest
 import torch
 
-from fakes import SEARCH_SCRIPTS, ScriptedGenerator, scripted_trainer
+from fakes import SEARCH_SCRIPTS, Replaying, scripted_trainer
 from searchrl.config import ConfigError, RunConfig
 from searchrl.trainer.arguments import grpo_args
 
 
 def varied_reward(prompts, completions, **kwargs):
     return [float(len(c) % 7) for c in completions]
-
-
-class Replaying(ScriptedGenerator):
-    """The four scripted rollouts again for every new batch; counts the batches generated."""
-
-    batches = 0
-
-    def generate_turn(self, sequences, max_new_tokens):
-        if self.calls == 0 or all(t == len(s) for t, s in zip(self.turn, self.scripts)):
-            self.turn = [0] * len(self.scripts)
-            self.batches += 1
-        return super().generate_turn(sequences, max_new_tokens)
 
 
 def test_two_updates_per_batch_of_rollouts(tmp_path, tiny_policy_path, tokenizer):

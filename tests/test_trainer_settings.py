@@ -19,7 +19,8 @@ from searchrl.trainer.grpo_config import SearchGRPOConfig
 
 SHARED = ("advantage_estimator", "drop_zero_variance", "dynamic_sampling", "dynamic_sampling_draw",
           "dynamic_sampling_max_draws", "length_grouped_micro_batches", "mask_retrieved", "prompt_selection",
-          "protocol", "reward_kl_coef", "shared_prefix", "train_top_layers", "value_lr")
+          "protocol", "reward_kl_coef", "shared_prefix", "train_top_layers", "value_lr", "value_lr_scheduler_type",
+          "value_warmup_ratio")
 # The one default that differs: runs share the prompt prefix by default (RunConfig), while a SearchGRPOConfig built
 # by hand runs TRL's own pass; grpo_args always passes the run's value, so a run never sees the trainer's default.
 DEFAULTS_THAT_DIFFER = {"shared_prefix": (True, False)}
@@ -28,7 +29,7 @@ OTHER_VALUES = {"advantage_estimator": "rloo", "drop_zero_variance": True, "dyna
                 "dynamic_sampling_draw": "shortfall", "dynamic_sampling_max_draws": 5,
                 "length_grouped_micro_batches": True, "mask_retrieved": False, "prompt_selection": "stratified",
                 "protocol": "r1_searcher", "reward_kl_coef": 0.25, "shared_prefix": False, "train_top_layers": 2,
-                "value_lr": 3e-5}
+                "value_lr": 3e-5, "value_lr_scheduler_type": "constant_with_warmup", "value_warmup_ratio": 0.05}
 
 
 def _fields(cls) -> dict[str, dataclasses.Field]:
@@ -55,7 +56,8 @@ def test_both_declarations_have_one_type_and_default(name):
 
 
 def test_both_refuse_the_same_choices(tmp_path):
-    for name, bad in (("prompt_selection", "sometimes"), ("dynamic_sampling_draw", "half")):
+    for name, bad in (("prompt_selection", "sometimes"), ("dynamic_sampling_draw", "half"),
+                      ("value_lr_scheduler_type", "step")):
         with pytest.raises(ValueError, match=name):
             SearchGRPOConfig(output_dir=str(tmp_path), use_cpu=True, **{name: bad})
         with pytest.raises(ValueError, match=name):

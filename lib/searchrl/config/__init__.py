@@ -40,7 +40,14 @@ from __future__ import annotations
 from searchrl.config.checks import CHOICES
 from searchrl.config.difficulty import DifficultyConfig
 from searchrl.config.errors import ConfigError
-from searchrl.config.evaluation import AblationSettings, BenchmarkSettings, EvalSettings, ReportSettings
+from searchrl.config.evaluation import (
+    AblationSettings,
+    BenchmarkSettings,
+    EvalSetSettings,
+    EvalSettings,
+    ReportSettings,
+    eval_decoding,
+)
 from searchrl.config.evidence import EvidenceConfig
 from searchrl.config.health import HealthConfig
 from searchrl.config.knowledge import KnowledgeConfig
@@ -88,6 +95,7 @@ __all__ = [
     "ConfigError",
     "DataSettings",
     "DifficultyConfig",
+    "EvalSetSettings",
     "EvalSettings",
     "EvidenceConfig",
     "GeneralSettings",
@@ -109,6 +117,7 @@ __all__ = [
     "cold_start_key",
     "cold_start_settings",
     "drop_unread_defaults",
+    "eval_decoding",
     "load_params_file",
     "measured_changes",
     "notebook_keys",

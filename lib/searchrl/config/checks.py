@@ -14,7 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from searchrl.config.choices import DRAW_SIZES, PROMPT_SELECTIONS
+from searchrl.config.choices import DRAW_SIZES, LR_SCHEDULES, PROMPT_SELECTIONS
 from searchrl.config.difficulty import difficulty_problems
 from searchrl.config.evidence import evidence_problems
 from searchrl.config.health import health_problems
@@ -51,7 +51,8 @@ Problems = list[tuple[str, str]]  # (field, message) pairs
 CHOICES: dict[str, tuple[str, ...]] = {
     "loss_type": ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"),
     "scale_rewards": ("group", "batch", "none"),
-    "lr_scheduler_type": ("linear", "constant", "constant_with_warmup", "cosine"),
+    "lr_scheduler_type": LR_SCHEDULES,
+    "value_lr_scheduler_type": LR_SCHEDULES,
     "prompt_selection": PROMPT_SELECTIONS,
     "dynamic_sampling_draw": DRAW_SIZES,
     "vllm_mode": ("colocate", "server"),
@@ -66,11 +67,12 @@ _DEVICE_PATTERN = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 # Lower bounds (inclusive) of integer and float sizes; (name, minimum).
 _MINIMUMS: dict[str, float] = {
     "seed": 0, "lora_r": 1, "lora_alpha": 1, "world_entities": 30, "n_train": 0, "n_eval": 0, "sft_examples": 0,
-    "rl_steps": 0, "num_generations": 2, "prompts_per_step": 1, "gradient_accumulation_steps": 1, "beta": 0.0,
+    "rl_steps": 0, "num_generations": 1, "prompts_per_step": 1, "gradient_accumulation_steps": 1, "beta": 0.0,
     "logging_steps": 1, "save_steps": 1, "stage1_steps": 0, "eval_batch_size": 1, "n_trajectories_shown": 0,
     "world_seed": 0, "world_passage_words": 20, "torch_threads": 0, "reward_kl_coef": 0.0, "train_max_hops": 0,
-    "n_eval_untrained": 0, "micro_batch_size": 0, "num_iterations": 1, "train_top_layers": 0,
-    "dynamic_sampling_max_draws": 1,
+    "n_eval_untrained": 0, "micro_batch_size": 0, "num_iterations": 1, "steps_per_generation": 1, "max_prompt_tokens": 0,
+    "sft_batch_size": 1, "train_top_layers": 0,
+    "dynamic_sampling_max_draws": 1, "eval_top_k": 0, "eval_temperature": 0.0,
 }  # fmt: skip
 _POSITIVE = ("learning_rate", "sft_learning_rate", "sft_epochs", "vllm_gpu_memory_utilization", "value_lr")
 
@@ -99,8 +101,10 @@ def semantic_problems(values: Mapping[str, Any], ablation_problems: Callable[[Ma
     for name in _POSITIVE:
         if not values[name] > 0:
             problems.append((name, f"{name} must be > 0, got {values[name]!r}"))
-    if not 0 <= values["warmup_ratio"] < 1:
-        problems.append(("warmup_ratio", f"warmup_ratio is a share of rl_steps in [0, 1); got {values['warmup_ratio']!r}"))
+    for name in ("warmup_ratio", "value_warmup_ratio"):
+        if not 0 <= values[name] < 1:
+            problems.append((name, f"{name} is a share of rl_steps in [0, 1); got {values[name]!r}"))
+    problems += _single_response_problems(values)
     if values["vllm_gpu_memory_utilization"] > 1:
         problems.append(("vllm_gpu_memory_utilization", "vllm_gpu_memory_utilization must be at most 1"))
     step = values["prompts_per_step"] * values["num_generations"]
@@ -157,12 +161,58 @@ def semantic_problems(values: Mapping[str, Any], ablation_problems: Callable[[Ma
     if values["rl_steps"] > 0 and values["temperature"] == 0:  # a negative one is reported by rollout_problems
         problems.append(("temperature", ("temperature is 0 but rl_steps > 0, and RL samples its rollouts, so set "
                                          "temperature > 0 (e.g. 1.0; evaluation decodes greedily anyway)")))
-    problems += _question_count_problems(values)
+    problems += _question_count_problems(values) + _stage1_dataset_problems(values) + _sft_source_problems(values)
     if values["two_stage"] and not 0 < values["stage1_steps"] <= values["rl_steps"]:
         problems.append(
             ("stage1_steps", f"two_stage needs 0 < stage1_steps <= rl_steps, got stage1_steps={values['stage1_steps']}")
         )
     return problems
+
+
+def _sft_source_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """`sft_source`: templated, answer_only, rejection:<model> or a trajectory file that exists."""
+    source = values["sft_source"]
+    if source in ("templated", "answer_only") or (source.startswith("rejection:") and source[len("rejection:"):]):
+        return []
+    if source.startswith("rejection"):
+        return [("sft_source", f"sft_source {source!r} names no teacher: write rejection:<model> (a model name, hub "
+                               "id or folder) or rejection:policy")]
+    if not Path(source).expanduser().is_file():
+        near = difflib.get_close_matches(source, ("templated", "answer_only"), n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        return [("sft_source", f"sft_source must be templated, answer_only, rejection:<model> or a trajectory file; "
+                               f"no such file {source!r}{hint}")]
+    return []
+
+
+def _stage1_dataset_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """`stage1_dataset`, the first stage's question file, must exist when two_stage reads it (an ablation arm that
+    turns two_stage off keeps the setting unread)."""
+    path = values["stage1_dataset"]
+    if not path or not values["two_stage"]:
+        return []
+    if not Path(path).expanduser().exists():
+        return [("stage1_dataset", f"stage1_dataset: no such file {path!r} (relative paths start at {Path.cwd()})")]
+    return []
+
+
+def _single_response_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """num_generations 1 (one response per prompt) only under the ppo estimator, whose critic is the baseline; every
+    other estimator, and the levers that compare a group's rollouts, need groups of at least 2."""
+    if not values["num_generations"] == 1:  # 0 and below: the minimum's message
+        return []
+    if values["advantage_estimator"] != "ppo":
+        why = (f"num_generations must be >= 2 for advantage_estimator {values['advantage_estimator']!r} (its advantages "
+               f"compare a question's rollouts); got {values['num_generations']!r}. 1 is for ppo only")
+        return [("num_generations", why)]
+    grouped = [name for name in ("drop_zero_variance", "dynamic_sampling") if values[name]]
+    if grouped:
+        return [("num_generations", f"num_generations 1 leaves no group whose rewards could differ, which "
+                                    f"{' and '.join(grouped)} need; turn {' and '.join(grouped)} off")]
+    if values["prompts_per_step"] * values["steps_per_generation"] < 2:
+        return [("num_generations", "num_generations 1 needs at least 2 rollouts a batch (TRL's sampler): set "
+                                    "prompts_per_step >= 2")]
+    return []
 
 
 def _question_count_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -172,7 +222,7 @@ def _question_count_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]
     one (held_out_rows) does not share."""
     problems = []
     benchmarks = values["benchmarks"]
-    if values["n_eval"] == 0 and not benchmarks:
+    if values["n_eval"] == 0 and not benchmarks and not values["eval_sets"]:
         why = "n_eval is 0, which leaves no held-out questions for the evaluation every run makes, so set n_eval >= 1"
         problems.append(("n_eval", why))
     elif values["n_eval"] == 0 and "synthetic" in benchmarks:
@@ -240,6 +290,7 @@ def _evaluation_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
                                     ("paper_layouts", LAYOUTS, values["paper_layouts"])):
         problems += [(name, f"{name}: {p}") for p in map(registry.problem, entries) if p]
     problems += [("benchmarks", f"benchmarks: {p}") for p in map(_benchmark_without_questions, benchmarks) if p]
+    problems += _eval_set_problems(values)
     for entry in values["eval_metrics"]:
         try:
             metric_name_key(entry)  # also checks a paper variant's ':' suffix
@@ -253,6 +304,22 @@ def _evaluation_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     judge = judge_setting_problem(values["judge"])
     if judge:
         problems.append(("judge", f"judge: {judge}"))
+    return problems
+
+
+def _eval_set_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """`eval_sets` names released benchmarks. (Their questions are searched in the run's corpus, so a run on the
+    synthetic world stops when it loads its data, naming the data to set: a gpu profile that sets them states its
+    paper's evaluation while its data are not named yet.)"""
+    sets = values["eval_sets"]
+    named = [name for name in sets if name != "synthetic"]
+    problems = [("eval_sets", f"eval_sets: {p}") for p in map(BENCHMARKS.problem, named) if p]
+    problems += [("eval_sets", f"eval_sets: {p}") for p in map(_benchmark_without_questions, named) if p]
+    if "synthetic" in sets:
+        problems.append(("eval_sets", "eval_sets names released benchmarks; the synthetic world's questions are the "
+                                      "held-out ones an empty eval_sets evaluates"))
+    if len(set(sets)) != len(sets):
+        problems.append(("eval_sets", f"eval_sets names a benchmark twice: {sets}"))
     return problems
 
 

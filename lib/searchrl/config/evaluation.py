@@ -6,10 +6,13 @@ only, named here in `NOTEBOOKS_OF` (`searchrl.config.notebooks` checks a noteboo
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["ABLATION_NOTEBOOKS", "EVAL_SUITE_NOTEBOOKS", "EXPERIMENT_NOTEBOOKS", "NOTEBOOKS_OF", "REPORT_NOTEBOOKS",
-           "AblationSettings", "BenchmarkSettings", "EvalSettings", "ReportSettings"]
+           "AblationSettings", "BenchmarkSettings", "EvalSetSettings", "EvalSettings", "ReportSettings",
+           "eval_decoding"]
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,29 @@ class EvalSettings:
     baseline per question type, which shows whether a type's F1 comes from searching or from guessing."""
     n_trajectories_shown: int = 3
     """Example trajectories printed in the notebook after evaluation."""
+    eval_top_k: int = 0
+    """Documents returned per search at evaluation (every evaluation stage, the probe, the eval suite's policies and
+    baselines); 0: top_k, the same as training. R-Search trains with 3 and evaluates with 5 (R-Search 4.3)."""
+    eval_temperature: float = 0.0
+    """Sampling temperature at evaluation; 0: greedy decoding (R1-Searcher's released evaluation: --temp 0.0). Above
+    0, evaluation samples at this temperature with the run's top_p, seeded by `seed` (R-Search evaluates at 0.1,
+    A.3)."""
+
+
+@dataclass(frozen=True)
+class EvalSetSettings:
+    """Which questions an experiment or an ablation arm is evaluated on: held out from `dataset`, or benchmark sets.
+    Read by the quickstart and the ablation notebooks (the eval suite names its own `benchmarks`)."""
+
+    # == eval ==
+    eval_sets: list[str] = field(default_factory=list)
+    """Benchmarks every evaluation stage scores instead of questions held out from `dataset`, by name
+    (searchrl.data.benchmarks: hotpotqa, nq, triviaqa, popqa, bamboogle, r1s_hotpotqa, r1s_2wiki, r1s_musique,
+    r1s_bamboogle), n_eval questions of each (0: all), the same ones for every seed and arm; `dataset` then trains on
+    all its rows. Each question is searched in the run's own `corpus`, as the papers evaluate in the corpus they train
+    with, and its question type is its benchmark's name, so the per-type table is the per-benchmark one. An
+    ablation's claims compare the mean over all these questions: the papers' benchmark average when every set gives
+    n_eval questions. Empty: held-out questions of `dataset`. Needs a dataset file (not synthetic)."""
 
 
 @dataclass(frozen=True)
@@ -106,7 +132,19 @@ REPORT_NOTEBOOKS = ("report",)  # the report over ablation runs (searchrl.experi
 # for a section refuses its keys; every other section is every notebook's, and a notebook the project does not have
 # (a copy under another name, a test's) takes every key.
 NOTEBOOKS_OF: dict[type, tuple[str, tuple[str, ...]]] = {
+    EvalSetSettings: ("the experiments", (*EXPERIMENT_NOTEBOOKS, *ABLATION_NOTEBOOKS)),
     BenchmarkSettings: ("the eval suite", EVAL_SUITE_NOTEBOOKS),
     AblationSettings: ("the ablation notebooks", ABLATION_NOTEBOOKS),
     ReportSettings: ("the report notebook", REPORT_NOTEBOOKS),
 }
+
+
+def eval_decoding(values: Any) -> dict[str, Any]:
+    """How a run with settings `values` (a RunConfig, or any object or mapping with its field names) decodes at
+    evaluation: {"top_k": documents per search, "greedy": bool, "temperature": 0.0 when greedy, "top_p": 1.0 when
+    greedy}. Every evaluation of a run decodes so (`RunConfig.eval_rollout_config`), and its records state it."""
+    get = values.get if isinstance(values, Mapping) else lambda name: getattr(values, name)
+    temperature = float(get("eval_temperature"))
+    greedy = temperature == 0
+    return {"top_k": int(get("eval_top_k") or get("top_k")), "greedy": greedy,
+            "temperature": 0.0 if greedy else temperature, "top_p": 1.0 if greedy else float(get("top_p"))}

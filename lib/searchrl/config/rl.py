@@ -25,11 +25,24 @@ class RLSettings:
     """Share of rl_steps over which the RL learning rate rises from 0 to learning_rate, in [0, 1) (used by linear,
     cosine and constant_with_warmup; Search-R1's GRPO runs warm up over 0.285)."""
     num_generations: int = 8
-    """Rollouts per question (the group size for group-relative advantages); at least 2."""
+    """Rollouts per question (the group size for group-relative advantages); at least 2, except 1 under
+    advantage_estimator ppo, whose critic needs no group (Search-R1's and R-Search's PPO runs sample one response
+    per prompt)."""
     prompts_per_step: int = 2
     """Distinct questions per optimizer step (each sampled num_generations times)."""
     gradient_accumulation_steps: int = 1
     """Generation batches (of prompts_per_step questions each) accumulated into one optimizer step."""
+    steps_per_generation: int = 1
+    """Optimizer steps cut from each batch of rollouts (TRL's steps_per_generation): a batch of steps_per_generation x
+    prompts_per_step questions is rolled out and scored at once (advantages over the whole batch), then shuffled and
+    cut into that many updates of prompts_per_step questions' rollouts, the later ones slightly off-policy (the
+    rollouts' log-probs are kept for the clipped ratio). rl_steps counts updates. Search-R1's code: 512 questions a
+    batch, 2 updates of 256 (ppo_mini_batch_size); R1-Searcher: rollout batch 64, 4 updates of 16. The ppo critic
+    takes as many steps on each batch, one per update's share of it."""
+    max_prompt_tokens: int = 0
+    """Training questions whose prompt (the protocol's instructions and the question, with the chat template) takes
+    more tokens than this are left out of RL, as verl's filter_overlong_prompts does, rather than cut (the papers'
+    code caps the starting prompt at 2048 tokens: Search-R1's and R-Search's max_start_length); 0: no cap."""
     num_iterations: int = 1
     """GRPO's mu (TRL's num_iterations): optimizer steps taken on each batch of rollouts. Above 1, a batch is reused
     for that many updates, each clipped against the log-probs the rollouts were sampled with (one extra forward pass
@@ -76,6 +89,13 @@ class RLSettings:
     """reinforce_pp and ppo: KL penalty against the starting policy, folded into the per-token reward."""
     value_lr: float = 1e-5
     """ppo: learning rate of the critic (Search-R1 uses 1e-5); GAE uses lambda = gamma = 1 as in Search-R1."""
+    value_lr_scheduler_type: str = "constant"
+    """ppo: how the critic's learning rate moves over rl_steps, named as lr_scheduler_type (constant,
+    constant_with_warmup, linear, cosine); the papers' verl critics warm up, then stay constant
+    (constant_with_warmup)."""
+    value_warmup_ratio: float = 0.0
+    """ppo: share of rl_steps over which the critic's learning rate rises from 0 to value_lr, in [0, 1) (with
+    constant_with_warmup, linear or cosine; Search-R1's PPO critic: 0.05)."""
     rewards: list[str] = field(default_factory=lambda: ["em"])
     """Rewards, summed with reward_weights: registry names (f1, format_r1s_stage2, ...), paper presets
     (preset:r1_searcher_stage2) or import paths to your own (my_module:my_reward, path/to/file.py:my_reward)."""
@@ -130,6 +150,10 @@ class RLSettings:
     """Two-stage training (R1-Searcher): a retrieval-format stage, then the answer reward."""
     stage1_steps: int = 0
     """Steps of the first stage when two_stage is on (counted within rl_steps)."""
+    stage1_dataset: str = ""
+    """Questions of the first stage when two_stage is on: a QA file of its own (R1-Searcher's stage 1 trains on the
+    350 medium questions of stage_1.jsonl, its stage 2 on the 8148 of stage_2.jsonl: `dataset`), every row of it
+    used; empty: the first stage trains on the run's questions like the second."""
     stage1_rewards: list[str] = field(default_factory=lambda: ["preset:r1_searcher_stage1"])
     """Rewards of the first stage when two_stage is on, named as in `rewards` (their options in reward_options).
     R1-Searcher's: retrieving and the format (eq. 1 + eq. 2); e.g. [support_recall, format_r1s_stage1] pays for

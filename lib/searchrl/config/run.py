@@ -27,6 +27,7 @@ from searchrl.config.ablation import (
 )
 from searchrl.config.checks import semantic_problems
 from searchrl.config.errors import ConfigError
+from searchrl.config.evaluation import eval_decoding
 from searchrl.config.loading import (
     RESERVED_YAML_KEYS,
     coerce,
@@ -187,6 +188,13 @@ class RunConfig(RunFields):
     def rollout_config(self) -> RolloutConfig:
         """The rollout settings of this run, as the object training, evaluation and rejection sampling take."""
         return RolloutConfig(**{f.name: getattr(self, f.name) for f in dataclasses.fields(RolloutConfig)})
+
+    def eval_rollout_config(self) -> RolloutConfig:
+        """The rollout settings every evaluation of this run uses: the run's, with the documents per search and the
+        decoding of `eval_decoding` (eval_top_k, eval_temperature; temperature 0 is greedy)."""
+        decoding = eval_decoding(self)
+        return dataclasses.replace(self.rollout_config(), top_k=decoding["top_k"],
+                                   temperature=decoding["temperature"], top_p=decoding["top_p"])
 
     def replace(self, **changes: Any) -> RunConfig:
         """A copy with ``changes`` applied and validated (the config itself is immutable)."""

@@ -17,7 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from searchrl.config.difficulty import DifficultyConfig
-from searchrl.config.evaluation import AblationSettings, BenchmarkSettings, EvalSettings, ReportSettings
+from searchrl.config.evaluation import (
+    AblationSettings,
+    BenchmarkSettings,
+    EvalSetSettings,
+    EvalSettings,
+    ReportSettings,
+)
 from searchrl.config.evidence import EvidenceConfig
 from searchrl.config.health import HealthConfig
 from searchrl.config.knowledge import KnowledgeConfig
@@ -40,7 +46,8 @@ __all__ = ["FIELD_DOCS", "FIELD_SECTIONS", "FIELD_TYPES", "SECTION_ORDER", "RunF
 
 
 @dataclass(frozen=True)
-class RunFields(ReportSettings, AblationSettings, BenchmarkSettings, EvalSettings, RLSettings, ColdStartSettings,
+class RunFields(ReportSettings, AblationSettings, BenchmarkSettings, EvalSetSettings, EvalSettings, RLSettings,
+                ColdStartSettings,
                 ProtocolSettings, RetrievalSettings, DataSettings, ModelSettings, GeneralSettings,
                 RolloutConfig, ServiceConfig, WebSearchConfig, KnowledgeConfig, MemorizationConfig, EvidenceConfig,
                 DifficultyConfig, HealthConfig, ProbeConfig):

@@ -138,6 +138,16 @@ class ColdStartSettings:
     `sft_question_types` (a type not named: 1), e.g. {single_hop: 3} makes half of four types' demonstrations
     single-hop. Too few of a type, and the cold start plans the other types' way on it too (measured:
     docs/levers.md)."""
+    sft_source: str = "templated"
+    """Where the cold start's sft_examples demonstrations come from (`searchrl.sft.sources`): templated
+    (trajectories written from the data's supporting facts: the synthetic world, or rows whose metadata give their
+    hops), answer_only (the question, then the answer in the protocol's tags, no search: Search-R1's SFT baseline),
+    rejection:<model> (correct, well-formed search rollouts sampled from a teacher: a model name, hub id or folder;
+    R1-Searcher's SFT data are Qwen-2.5-7B-Instruct trajectories; rejection:policy samples the run's own model, as
+    R1-Searcher++ does), or a JSON-lines trajectory file (items with segments and a prompt or question, or
+    completion_ids and env_mask in the policy's tokens)."""
+    sft_batch_size: int = 8
+    """Cold-start examples per optimizer step, however many processes share them (R1-Searcher++: 64)."""
     sft_epochs: float = 1.0
     """Epochs of cold-start training."""
     sft_plan_thought: bool = False

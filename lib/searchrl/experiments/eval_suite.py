@@ -180,9 +180,11 @@ class EvalSuite:
             print(f"{bench}: no corpus, so the search policy {label} is not evaluated (set `corpus`)")
             return
         records = self.run_dir / "trajectories" / bench / f"{_slug(label)}.jsonl"
-        result = evaluate(model, self.tokenizer, protocol, retriever, rows, rollout=self.cfg.rollout_config(),
-                          batch_size=self.cfg.eval_batch_size, chat=self.cfg.chat_prompt,
-                          desc=f"{bench}: {label}", records_path=records, resume=self.cfg.resume)
+        rollout = self.cfg.eval_rollout_config()
+        result = evaluate(model, self.tokenizer, protocol, retriever, rows, rollout=rollout,
+                          greedy=rollout.temperature == 0, batch_size=self.cfg.eval_batch_size,
+                          chat=self.cfg.chat_prompt, desc=f"{bench}: {label}", records_path=records,
+                          resume=self.cfg.resume)
         self._finish_result(bench, label, result)
 
     def _evaluate_baseline(self, bench: str, baseline: str, model, retriever, rows) -> None:
@@ -195,7 +197,7 @@ class EvalSuite:
             return
         try:
             result = evaluate_baseline(baseline, model, self.tokenizer, retriever, rows,
-                                       rollout=self.cfg.rollout_config(), batch_size=self.cfg.eval_batch_size,
+                                       rollout=self.cfg.eval_rollout_config(), batch_size=self.cfg.eval_batch_size,
                                        chat=self.cfg.chat_prompt, desc=f"{bench}: {baseline}")
         except MissingRetrieverError:
             print(f"{bench}: no corpus, so baseline {baseline} (it retrieves) is not evaluated")

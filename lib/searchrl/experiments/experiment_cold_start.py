@@ -1,9 +1,11 @@
-"""An experiment's cold start: SFT on templated trajectories (and, with `sft_fact_repeats`, the synthetic world's
-internal facts as short statements) before RL; a resumed run keeps the cold start it already finished.
+"""An experiment's cold start: SFT on the demonstrations of `sft_source` (templated trajectories by default; and,
+with `sft_fact_repeats`, the synthetic world's internal facts as short statements) before RL; a resumed run keeps the
+cold start it already finished.
 """
 
 from __future__ import annotations
 
+import gc
 import shutil
 import warnings
 
@@ -19,19 +21,32 @@ class ExperimentColdStart:
     """The cold start. A mixin of `searchrl.experiments.experiment.Experiment`, which builds what it reads (cfg,
     run_dir, protocol, retriever, tokenizer, the question rows, results, history)."""
 
-    def cold_start_items(self) -> list:
-        """What the cold start trains on: `sft_examples` templated trajectories, then (R1-Searcher++'s internal
-        knowledge, with `sft_fact_repeats`) the synthetic world's internal facts as short statements, each item
-        with `qtype` ("fact" for a statement)."""
-        from searchrl.data.synthetic.trajectories import templated_trajectories
+    def cold_start_items(self, model=None) -> list:
+        """What the cold start trains on: `sft_examples` demonstrations from `sft_source` (templated trajectories by
+        default; `model` is the policy, which rejection:policy samples), then (R1-Searcher++'s internal knowledge,
+        with `sft_fact_repeats`) the synthetic world's internal facts as short statements, each item with `qtype`
+        ("fact" for a statement)."""
+        from searchrl.sft import sources
 
         cfg = self.cfg
         rows = balanced_take(self.train_rows if cfg.dataset != "synthetic" else self.world.splits["train"],
                              cfg.sft_examples * 2, cfg.sft_question_types or None, cfg.seed + 2,
                              weights=cfg.sft_type_weights)
-        items = templated_trajectories(rows, self.protocol, self.retriever, rollout=cfg.rollout_config(),
-                                       tokenizer=self.tokenizer, chat=cfg.chat_prompt, seed=cfg.seed,
-                                       plan=cfg.sft_plan_thought)
+        if cfg.sft_source == sources.TEMPLATED:
+            from searchrl.data.synthetic.trajectories import templated_trajectories
+
+            items = templated_trajectories(rows, self.protocol, self.retriever, rollout=cfg.rollout_config(),
+                                           tokenizer=self.tokenizer, chat=cfg.chat_prompt, seed=cfg.seed,
+                                           plan=cfg.sft_plan_thought)
+        elif cfg.sft_source == sources.ANSWER_ONLY:
+            items = sources.answer_only_items(rows, self.protocol, self.tokenizer, chat=cfg.chat_prompt)
+        elif cfg.sft_source.startswith(sources.REJECTION_PREFIX):
+            items = self._teacher_items(rows, cfg.sft_source[len(sources.REJECTION_PREFIX):], model)
+        else:
+            items = sources.trajectory_file_items(cfg.sft_source, self.protocol, self.tokenizer, chat=cfg.chat_prompt)
+        if not items:
+            raise ValueError(f"sft_source {cfg.sft_source!r} gave no demonstrations for the cold start")
+        print(f"cold start: {min(len(items), cfg.sft_examples)} demonstrations from sft_source {cfg.sft_source!r}")
         items = items[: cfg.sft_examples]
         if cfg.dataset == "synthetic" and cfg.sft_fact_repeats:
             # R1-Searcher++'s internal knowledge, made: the internal facts are taught as short statements (inside
@@ -41,8 +56,35 @@ class ExperimentColdStart:
             items = items + fact_statement_items(self.world, cfg, self.protocol)
         return items
 
+    def _teacher_items(self, rows: list, teacher: str, model) -> list:
+        """Rejection sampling from `teacher` ("policy": `model`, the run's own): up to one correct, well-formed
+        trajectory a question of `rows`, of 4 sampled, as text under the policy's own prompt."""
+        from searchrl.models import load_policy, load_tokenizer
+        from searchrl.sft.rejection import rejection_sampled_trajectories
+        from searchrl.sft.sources import as_text_item
+
+        cfg = self.cfg
+        if teacher == "policy":
+            teacher_model, teacher_tokenizer = model if model is not None else self.load_model(), self.tokenizer
+        else:
+            dtype = "bfloat16" if cfg.bf16 else "float32"  # the teacher only generates
+            teacher_model = load_policy(teacher, dtype=dtype, device=cfg.device)[0]
+            teacher_tokenizer = load_tokenizer(teacher)
+        with measured(self.run_dir, "cold start: rejection sampling"):
+            sampled = rejection_sampled_trajectories(teacher_model, teacher_tokenizer, self.protocol, self.retriever,
+                                                     rows, rollout=cfg.rollout_config(), max_per_question=1,
+                                                     batch_size=cfg.eval_batch_size, chat=cfg.chat_prompt,
+                                                     seed=cfg.seed)
+        items = [as_text_item(item, teacher_tokenizer,
+                              self.protocol.build_prompt(item["question"], self.tokenizer, chat=cfg.chat_prompt))
+                 for item in sampled]
+        del teacher_model  # a teacher of its own is freed before the policy trains
+        gc.collect()
+        return items
+
     def cold_start(self, model):
-        """SFT on templated trajectories with retrieved tokens masked out of the loss (R1-Searcher++ eq. 2)."""
+        """SFT on the cold start's items (`cold_start_items`) with retrieved tokens masked out of the loss
+        (R1-Searcher++ eq. 2)."""
         from searchrl.data.synthetic.budget import budget_problems, items_budget
         from searchrl.sft import sft_train
         from searchrl.trainer.arguments import sft_args
@@ -53,7 +95,7 @@ class ExperimentColdStart:
         done = self.run_dir / "checkpoints" / "cold_start"
         if cfg.resume and (done / "config.json").exists():
             return self.load_model(str(done))  # a resumed run keeps the cold start it already paid for
-        items = self.cold_start_items()
+        items = self.cold_start_items(model)
         budget = items_budget(items, self.tokenizer, cfg.max_completion_tokens)  # fact statements are not counted
         write_json(self.run_dir / "sft" / "budget.json", budget)
         for line in budget_problems(budget, cfg.max_completion_tokens, what="cold-start demonstrations"):

@@ -15,7 +15,7 @@ import torch
 
 from searchrl.config import RunConfig
 
-__all__ = ["ExperimentData", "balanced_take", "held_out_rows", "seed_everything"]
+__all__ = ["ExperimentData", "balanced_take", "benchmark_rows", "held_out_rows", "seed_everything"]
 
 
 def seed_everything(seed: int) -> None:
@@ -61,6 +61,28 @@ def held_out_rows(rows: list, cfg: RunConfig) -> list:
     return balanced_take(rows, cfg.n_eval, None, cfg.world_seed + 1)
 
 
+def benchmark_rows(cfg: RunConfig) -> list:
+    """The evaluation questions of `cfg.eval_sets`: `n_eval` of each benchmark (0: all), subsampled with one fixed
+    seed so that every training seed and arm is scored on the same questions, and interleaved so that a prefix
+    (n_eval_untrained) covers every set. Ids are prefixed with the benchmark's name (unique across sets) and the
+    question type is the benchmark's name (its own type kept as `benchmark_type`), so the per-type tables are per
+    benchmark. Their own corpora are not loaded: the run's retriever searches the run's corpus."""
+    from itertools import chain, zip_longest
+
+    from searchrl.data.benchmarks import load_benchmark
+
+    sets = []
+    for name in cfg.eval_sets:
+        bench = load_benchmark(name, data_dir=cfg.data_dir or None, limit=cfg.n_eval, seed=0, corpus="none")
+        rows = []
+        for i, row in enumerate(bench.rows):
+            meta = dict(row.get("metadata") or {})
+            meta["benchmark_type"], meta["type"] = meta.get("type", "unknown"), name
+            rows.append({**row, "id": f"{name}/{row.get('id') or i}", "metadata": meta})
+        sets.append(rows)
+    return [row for row in chain.from_iterable(zip_longest(*sets)) if row is not None]
+
+
 class ExperimentData:
     """Loading the run's corpus and questions, and what is written about them (data.json). A mixin of
     `searchrl.experiments.experiment.Experiment`, which builds what it reads (cfg, run_dir, protocol, retriever,
@@ -68,6 +90,10 @@ class ExperimentData:
 
     def _load_data(self):
         cfg = self.cfg
+        if cfg.dataset == "synthetic" and cfg.eval_sets:
+            raise ValueError(f"eval_sets {cfg.eval_sets} are searched in the run's corpus, and dataset 'synthetic' "
+                             "has only the fictional world's: set dataset and corpus to the paper's data, or "
+                             "-p eval_sets '[]' to evaluate held-out questions of the world")
         if cfg.dataset == "synthetic":
             from searchrl.data.synthetic import world_of
 
@@ -82,12 +108,16 @@ class ExperimentData:
                 raise ValueError("dataset is a file, so `corpus` must name a passage file (jsonl or tsv)")
             rows = load_qa(cfg.dataset)
             random.Random(0).shuffle(rows)  # the held-out cut must not move with the training seed
-            cut = max(1, len(rows) - cfg.n_eval)
+            cut = len(rows) if cfg.eval_sets else max(1, len(rows) - cfg.n_eval)
             train, evaluation, corpus = rows[:cut], rows[cut:], load_corpus(cfg.corpus)
             eval_source = f"{cfg.dataset} ({len(rows)} questions, at least one of them kept for training)"
             eval_fix = "raise n_eval, or give a dataset file with more questions"
         train = balanced_take(train, cfg.n_train, cfg.train_question_types or None, cfg.seed, cfg.train_max_hops)
-        evaluation = held_out_rows(evaluation, cfg)
+        if cfg.eval_sets:
+            evaluation = benchmark_rows(cfg)
+            eval_source, eval_fix = f"eval_sets {cfg.eval_sets}", "check the benchmarks' question files"
+        else:
+            evaluation = held_out_rows(evaluation, cfg)
         if not evaluation:
             raise ValueError(f"no evaluation questions: n_eval={cfg.n_eval} took none from {eval_source}; {eval_fix}")
         if not train:

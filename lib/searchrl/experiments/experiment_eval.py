@@ -21,7 +21,8 @@ class ExperimentEvaluation:
     it reads (cfg, run_dir, protocol, retriever, tokenizer, the question rows, results, history)."""
 
     def evaluate(self, model, stage: str, *, max_searches: int | None = None, n_questions: int = 0):
-        """Greedy search rollouts on the evaluation questions; saves eval/<stage>.json and trajectories.
+        """Search rollouts on the evaluation questions, decoded as `eval_decoding` says (greedy by default); saves
+        eval/<stage>.json and trajectories.
         `max_searches` overrides the run's search budget for this stage only (0: answer without searching);
         `n_questions` > 0 evaluates only the first that many questions (the notebooks pass `n_eval_untrained`)."""
         import dataclasses
@@ -29,7 +30,7 @@ class ExperimentEvaluation:
         from searchrl.evaluation.evaluate import evaluate
 
         cfg = self.cfg
-        rollout = cfg.rollout_config()  # `evaluate` itself stops at a retriever outage, whatever the run allows
+        rollout = cfg.eval_rollout_config()  # `evaluate` itself stops at a retriever outage, whatever the run allows
         if max_searches is not None:
             rollout = dataclasses.replace(rollout, max_searches=max_searches)
         slug = stage.replace(" ", "_")
@@ -37,7 +38,8 @@ class ExperimentEvaluation:
         rows = self.eval_rows[:n_questions] if n_questions > 0 else self.eval_rows
         with measured(self.run_dir, f"evaluate: {stage}"):
             result = evaluate(model, self.tokenizer, self.protocol, self.retriever, rows,
-                              rollout=rollout, batch_size=cfg.eval_batch_size, chat=cfg.chat_prompt,
+                              rollout=rollout, greedy=rollout.temperature == 0, batch_size=cfg.eval_batch_size,
+                              chat=cfg.chat_prompt,
                               desc=f"evaluate: {stage}", records_path=stage_trajectories_path(self.run_dir, stage),
                               resume=cfg.resume)
         result.to_json(self.run_dir / "eval" / f"{slug}.json")

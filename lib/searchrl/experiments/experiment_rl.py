@@ -52,10 +52,17 @@ class ExperimentRL:
         return self.labelled_rows
 
     def _stage_rows(self, stage) -> list:
-        """The training questions of one RL stage: with a data_recipe, the labelled questions mixed by it."""
+        """The training questions of one RL stage: the first stage's own file (stage1_dataset) when it has one; with a
+        data_recipe, the labelled questions mixed by it."""
         from searchrl.data.difficulty import mix_by_recipe, mixture_problems, recipe_for_stage
 
         cfg = self.cfg
+        if cfg.two_stage and cfg.stage1_dataset and stage.name == "rl_stage1":
+            from searchrl.data.loaders import load_qa
+
+            rows = load_qa(cfg.stage1_dataset)
+            print(f"{stage.name}: {len(rows)} training questions of stage1_dataset {cfg.stage1_dataset}")
+            return rows
         if not (cfg.difficulty_rollouts and cfg.data_recipe):
             return getattr(self, "labelled_rows", None) or self.train_rows
         recipe = recipe_for_stage(cfg.data_recipe, stage.name)
@@ -87,7 +94,8 @@ class ExperimentRL:
         start = self.save_model(model, f"{stage.name}_start")
         args = grpo_args(cfg, self.run_dir / "checkpoints" / stage.name, max_steps=stage.steps,
                          reward_weights=weights, rollout_log_dir=self.run_dir / "trajectories" / "train" / stage.name)
-        data = prompt_dataset(self._stage_rows(stage), self.protocol, self.tokenizer, chat=cfg.chat_prompt)
+        data = prompt_dataset(self._stage_rows(stage), self.protocol, self.tokenizer, chat=cfg.chat_prompt,
+                              max_prompt_tokens=cfg.max_prompt_tokens)
         if cfg.balance_question_types:
             # Equal numbers of each question type, so one type cannot dominate the batch (and its advantages).
             from datasets import concatenate_datasets
@@ -175,9 +183,11 @@ class ExperimentRL:
             raise ValueError(f"probe_every is on but no evaluation question has a trained type "
                              f"({cfg.train_question_types}); widen n_eval or turn the probe off (probe_every: 0)")
 
+        rollout = cfg.eval_rollout_config()
+
         def score(model, step):
-            return evaluate(model, self.tokenizer, self.protocol, self.retriever, rows,
-                            rollout=cfg.rollout_config(), batch_size=cfg.eval_batch_size, chat=cfg.chat_prompt,
+            return evaluate(model, self.tokenizer, self.protocol, self.retriever, rows, rollout=rollout,
+                            greedy=rollout.temperature == 0, batch_size=cfg.eval_batch_size, chat=cfg.chat_prompt,
                             desc=f"probe: {stage.name} step {step}",
                             records_path=probe_records_path(self.run_dir, stage.name, step)).records
 

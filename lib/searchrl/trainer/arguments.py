@@ -35,7 +35,8 @@ def grpo_args(cfg: RunConfig, output_dir: str | Path, *, max_steps: int | None =
 
     # One generation batch of prompts_per_step x num_generations rollouts per accumulation step, split into
     # micro-batches for the forward and backward passes: TRL generates once per `steps_per_generation` micro-steps
-    # and scales the loss to the whole window, so the update does not depend on the split.
+    # and scales the loss to the whole window, so the update does not depend on the split. The run's own
+    # steps_per_generation makes one generation batch serve that many optimizer steps of `windows` micro-steps.
     step = cfg.prompts_per_step * cfg.num_generations
     micro = cfg.micro_batch_size or step
     windows = cfg.gradient_accumulation_steps * (step // micro)
@@ -44,11 +45,14 @@ def grpo_args(cfg: RunConfig, output_dir: str | Path, *, max_steps: int | None =
         learning_rate=cfg.learning_rate, lr_scheduler_type=cfg.lr_scheduler_type,
         warmup_steps=cfg.warmup_ratio,  # transformers reads a warmup_steps below 1 as a share of max_steps
         num_generations=cfg.num_generations, num_iterations=cfg.num_iterations,
-        per_device_train_batch_size=micro, gradient_accumulation_steps=windows, steps_per_generation=windows,
+        per_device_train_batch_size=micro, gradient_accumulation_steps=windows,
+        steps_per_generation=windows * cfg.steps_per_generation,
         beta=cfg.beta, loss_type=cfg.loss_type,
         scale_rewards=cfg.scale_rewards, rollout=cfg.rollout_config(), memorization=memorization, protocol=cfg.protocol,
         mask_retrieved=cfg.mask_retrieved, advantage_estimator=cfg.advantage_estimator,
-        reward_kl_coef=cfg.reward_kl_coef, value_lr=cfg.value_lr, drop_zero_variance=cfg.drop_zero_variance,
+        reward_kl_coef=cfg.reward_kl_coef, value_lr=cfg.value_lr,
+        value_lr_scheduler_type=cfg.value_lr_scheduler_type, value_warmup_ratio=cfg.value_warmup_ratio,
+        drop_zero_variance=cfg.drop_zero_variance,
         dynamic_sampling=cfg.dynamic_sampling, dynamic_sampling_draw=cfg.dynamic_sampling_draw,
         dynamic_sampling_max_draws=cfg.dynamic_sampling_max_draws, prompt_selection=cfg.prompt_selection,
         stratified_type_weights=dict(cfg.train_type_weights),
@@ -73,11 +77,12 @@ def lora_config(cfg: RunConfig):
     return LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, task_type="CAUSAL_LM", target_modules="all-linear")
 
 
-def sft_args(cfg: RunConfig, output_dir: str | Path, *, batch_size: int = 8, max_length: int = 1024,
+def sft_args(cfg: RunConfig, output_dir: str | Path, *, batch_size: int | None = None, max_length: int = 1024,
              num_processes: int | None = None, checkpoints: bool = False):
     """The SFTConfig of this run's cold start (the run saves the final model itself; with `checkpoints` the trainer
     also keeps its latest state every `save_steps` steps, so that a resumed run continues the cold start).
-    `batch_size` examples make one optimizer step, however many processes share it (`num_processes`, default: those
+    `batch_size` (default: the run's sft_batch_size) examples make one optimizer step, however many processes share it
+    (`num_processes`, default: those
     of this launch), so a cold start under `accelerate launch` takes the same steps as in one process; each process's
     share runs in micro-batches of at most `micro_batch_size` (the largest divisor that fits) when the run sets one."""
     from trl import SFTConfig
@@ -86,6 +91,7 @@ def sft_args(cfg: RunConfig, output_dir: str | Path, *, batch_size: int = 8, max
         from accelerate import PartialState
 
         num_processes = PartialState().num_processes
+    batch_size = cfg.sft_batch_size if batch_size is None else batch_size
     if batch_size % num_processes:
         raise ValueError(f"the cold start's batch of {batch_size} examples cannot be split over {num_processes} "
                          f"processes; launch a number of processes that divides {batch_size}")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from trl import GRPOConfig
 
-from searchrl.config.choices import DRAW_SIZES, PROMPT_SELECTIONS
+from searchrl.config.choices import DRAW_SIZES, LR_SCHEDULES, PROMPT_SELECTIONS
 from searchrl.config.memorization import MemorizationConfig
 from searchrl.core.quiet import silence_known_warnings
 from searchrl.rollout import RolloutConfig
@@ -50,6 +50,11 @@ class SearchGRPOConfig(GRPOConfig):
     )
     # ---- ppo only: the critic (a copy of the policy's body with a value head) and GAE ----
     value_lr: float = field(default=1e-5, metadata={"help": "ppo: critic learning rate (Search-R1: 1e-5)."})
+    value_lr_scheduler_type: str = field(
+        default="constant", metadata={"help": "ppo: the critic's learning-rate schedule over max_steps: constant, "
+                                              "constant_with_warmup, linear or cosine (transformers' meanings)."})
+    value_warmup_ratio: float = field(
+        default=0.0, metadata={"help": "ppo: share of max_steps over which the critic's learning rate warms up."})
     value_clip: float = field(
         default=0.5, metadata={"help": "ppo: clip range of the value loss around the rollout-time values (0: none)."}
     )
@@ -118,12 +123,22 @@ class SearchGRPOConfig(GRPOConfig):
             raise ValueError("rollout.explore_openers and rollout.train_forced_opener train tokens the model did not "
                              "sample, which vLLM's importance-sampling correction cannot weigh; with vLLM leave "
                              "them off")
+        # TRL refuses groups of one; the ppo critic needs no group (one response per prompt, as Search-R1's PPO). TRL's
+        # check runs with a stand-in group that divides every process's batch, then the real size is put back.
+        single = self.num_generations == 1 and self.advantage_estimator == "ppo"
+        if single:
+            self.num_generations = max(2, self.per_device_train_batch_size
+                                       * (self.steps_per_generation or self.gradient_accumulation_steps))
         super().__post_init__()
+        if single:
+            self.num_generations = 1
         ADVANTAGE_ESTIMATORS.get(self.advantage_estimator)  # unknown names fail here, with the nearest one
         if not (0 < self.gae_gamma <= 1 and 0 <= self.gae_lambda <= 1):
             raise ValueError("gae_gamma must be in (0, 1] and gae_lambda in [0, 1]")
         if self.value_lr <= 0 or self.critic_epochs < 1 or self.critic_mini_batch_size < 0:
             raise ValueError("value_lr must be > 0, critic_epochs >= 1 and critic_mini_batch_size >= 0")
+        if self.value_lr_scheduler_type not in LR_SCHEDULES or not 0 <= self.value_warmup_ratio < 1:
+            raise ValueError(f"value_lr_scheduler_type must be one of {LR_SCHEDULES} and value_warmup_ratio in [0, 1)")
         if self.prompt_selection not in PROMPT_SELECTIONS:
             raise ValueError(f"prompt_selection must be one of {PROMPT_SELECTIONS}, not {self.prompt_selection!r}")
         if self.dynamic_sampling:

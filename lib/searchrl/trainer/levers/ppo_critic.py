@@ -10,6 +10,7 @@ gives the estimator its GAE advantages (training the critic on the same batch), 
 from __future__ import annotations
 
 import copy
+import math
 import os
 import warnings
 
@@ -173,9 +174,32 @@ class Critic:
             self.generator.set_state(torch.load(path, weights_only=True))
 
 
+def lr_factor(kind: str, progress: float, warmup: float) -> float:
+    """The share of its peak learning rate a schedule `kind` (transformers' meanings: constant ignores `warmup`;
+    constant_with_warmup, linear and cosine rise linearly over the first `warmup` share, then hold, fall linearly
+    to 0, or fall along a half cosine to 0) gives at `progress`, the share of training done, in [0, 1]."""
+    if kind == "constant":
+        return 1.0
+    if progress < warmup:
+        return progress / warmup
+    if kind == "constant_with_warmup":
+        return 1.0
+    rest = min(1.0, (progress - warmup) / max(1.0 - warmup, 1e-12))
+    if kind == "linear":
+        return 1.0 - rest
+    if kind == "cosine":
+        return 0.5 * (1.0 + math.cos(math.pi * rest))
+    raise ValueError(f"unknown learning-rate schedule {kind!r}")
+
+
 class PPOCritic(Lever):
     """advantage_estimator ppo: the critic, its GAE advantages and its regression on each training batch, and its
-    weights, optimizer and shuffle stream in every checkpoint."""
+    weights, optimizer and shuffle stream in every checkpoint.
+
+    The critic's learning rate follows `value_lr_scheduler_type` and `value_warmup_ratio` over the run's max_steps,
+    read off the trainer's step count at each regression (so a resumed run continues the schedule without state of
+    its own). When each generation batch serves several optimizer steps (steps_per_generation), the critic takes as
+    many: one mini-batch of an update's share of the batch each, as verl's critic does."""
 
     name = "ppo_critic"
 
@@ -184,9 +208,23 @@ class PPOCritic(Lever):
         args = trainer.args
         self.critic = Critic(critic_from_policy(trainer.accelerator.unwrap_model(trainer.model)), trainer.accelerator,
                              lr=args.value_lr, clip=args.value_clip, epochs=args.critic_epochs,
-                             mini_batch_size=args.critic_mini_batch_size,
+                             mini_batch_size=args.critic_mini_batch_size or self._update_share(args),
                              micro_batch_size=args.per_device_train_batch_size,
                              max_grad_norm=args.max_grad_norm, seed=args.seed)
+
+    @staticmethod
+    def _update_share(args) -> int:
+        """This process's rollouts of one optimizer step when a generation batch serves several steps; 0 (the whole
+        local batch) when it serves one."""
+        if args.steps_per_generation <= args.gradient_accumulation_steps:
+            return 0
+        return args.per_device_train_batch_size * args.gradient_accumulation_steps
+
+    def learning_rate(self) -> float:
+        """The critic's learning rate at the trainer's current step."""
+        args = self.args
+        progress = self.trainer.state.global_step / max(args.max_steps, 1)
+        return args.value_lr * lr_factor(args.value_lr_scheduler_type, progress, args.value_warmup_ratio)
 
     def advantages(self, output, rewards: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
         """(B, T) GAE advantages from the critic's values; in training, then one critic regression on this batch
@@ -203,6 +241,10 @@ class PPOCritic(Lever):
         metrics["search/value_mean"].append(masked_mean(values, mask, trainer._global_sum).item())
         metrics["search/explained_variance"].append(explained_variance(values, returns, mask, trainer._global_sum))
         if mode == "train":
+            lr = self.learning_rate()
+            for group in self.critic.optimizer.param_groups:
+                group["lr"] = lr
+            metrics["search/value_lr"].append(lr)
             loss = self.critic.fit(ids, attention, keep, values, returns, mask)
             metrics["search/value_loss"].append(
                 (trainer._global_sum(torch.tensor(loss, device=ids.device)) / trainer.accelerator.num_processes).item())
