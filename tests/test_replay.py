@@ -17,7 +17,7 @@ from searchrl.retrieval import make_retriever
 from searchrl.retrieval.bm25 import BM25Retriever
 from searchrl.retrieval.recording import RecordingRetriever
 from searchrl.retrieval.replay import ReplayMissError, ReplayRetriever
-from searchrl.retrieval.service import corpus_fingerprint
+from searchrl.retrieval.service import corpus_fingerprint, service_options
 from searchrl.rollout import SearchRollout
 from searchrl.runs.folder import RUN_DIR_ENV
 
@@ -60,6 +60,8 @@ def test_a_replay_answers_every_recorded_search_as_the_retriever_did(tmp_path):
     assert isinstance(replay, ReplayRetriever)
     assert replay.search(QUERIES[:2], 2) == answers[0] and replay.search(QUERIES[2:], 2) == answers[1]
     assert replay.corpus_fingerprint == replay.fingerprint == corpus_fingerprint(CORPUS)
+    assert replay.corpus_fingerprint in repr(replay)  # an evaluation's settings name the corpus replayed
+    assert RecordingRetriever(replay, tmp_path / "rerun").corpus_fingerprint == corpus_fingerprint(CORPUS)
 
 
 def test_a_search_the_record_lacks_fails_loudly_and_is_never_retried(tmp_path, tokenizer):
@@ -85,7 +87,9 @@ def test_a_search_the_record_lacks_fails_loudly_and_is_never_retried(tmp_path, t
 def test_a_miss_falls_through_to_the_live_retriever_and_is_recorded(tmp_path):
     bm25 = BM25Retriever(CORPUS, show_progress=False)
     _record(tmp_path, bm25, [QUERIES[:1]])
-    replay = make_retriever(f"replay:{tmp_path / 'run'}", CORPUS, fallback="bm25")
+    options = service_options(RunConfig(retriever=f"replay:{tmp_path / 'run'}", replay_fallback="bm25"))
+    assert options == {"fallback": "bm25", "fallback_options": {}}
+    replay = make_retriever(f"replay:{tmp_path / 'run'}", CORPUS, **options)
     again = RecordingRetriever(replay, tmp_path / "rerun" / RECORD_FOLDER, corpus=CORPUS)
     assert again.search(["Entity1 founded", "Entity6"], 2) == bm25.search(["Entity1 founded", "Entity6"], 2)
     assert replay.misses == 1
@@ -136,6 +140,8 @@ def test_the_schema_checks_replay_names_before_anything_runs(tmp_path):
 
 
 # ---- a run and its rerun from the replay, on the tiny searching model ------------------------------------------------
+# Marked slow: tiny-searcher (the tiny model taught to search) is built in about a minute when not cached; once
+# cached the test takes about 15 s.
 
 SMALL_RUN = {"model": "tiny-searcher", "world_entities": 40, "n_train": 4, "n_eval": 4, "eval_batch_size": 4,
              "sft_examples": 0, "rl_steps": 0, "max_searches": 2, "max_completion_tokens": 96, "top_k": 2}
@@ -148,6 +154,7 @@ def _run(tmp_path, monkeypatch, name, **changes):
     return Experiment(RunConfig.from_params({**SMALL_RUN, "output_root": str(tmp_path), **changes}), notebook="t")
 
 
+@pytest.mark.slow
 def test_a_rerun_from_the_replay_reproduces_the_runs_trajectories_token_for_token(tmp_path, monkeypatch):
     from searchrl.rollout.loop import rollout_questions
 

@@ -149,13 +149,19 @@ class RecordingRetriever:
         self.process = int(os.environ.get("RANK", "0")) if process is None else process
         self.record = SearchRecord.open(folder, self.process)
         self.folder = self.record.folder
-        self.fingerprint = answers_fingerprint(inner, corpus)
+        # the fingerprint of the corpus the answers come from (None: a web or Search-R1 API, which cannot say)
+        self.corpus_fingerprint = answers_fingerprint(inner, corpus)
         if not (self.folder / RECORD_MANIFEST).is_file():
             write_json(self.folder / RECORD_MANIFEST, {"format_version": RECORD_FORMAT, "retriever": repr(inner),
-                                                       "corpus_fingerprint": self.fingerprint,
+                                                       "corpus_fingerprint": self.corpus_fingerprint,
                                                        "corpus_size": _size(inner, corpus)})
         self.recorded = 0  # queries recorded by this object
         self.record_s = 0.0  # seconds spent writing the record
+
+    @property
+    def fingerprint(self) -> str | None:
+        """The same as `corpus_fingerprint`."""
+        return self.corpus_fingerprint
 
     def __repr__(self) -> str:
         return repr(self.inner)
@@ -189,7 +195,7 @@ class RecordingRetriever:
             started = time.perf_counter()
             sources = getattr(self.inner, "last_fingerprints", None)
             if not isinstance(sources, list) or len(sources) != len(queries):
-                sources = [self.fingerprint] * len(queries)
+                sources = [self.corpus_fingerprint] * len(queries)
             self.record.append(k, queries, answers, sources)
             self.recorded += len(queries)
             self.record_s += time.perf_counter() - started

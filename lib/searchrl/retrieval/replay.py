@@ -89,7 +89,7 @@ class ReplayRetriever:
         return self.corpus_fingerprint
 
     def __repr__(self) -> str:
-        return f"ReplayRetriever({str(self.folder)!r})"
+        return f"ReplayRetriever({str(self.folder)!r}, corpus fingerprint {self.corpus_fingerprint})"
 
     def __len__(self) -> int:
         return self.corpus_size if self.corpus_size is not None else len(self._answers)
