@@ -39,6 +39,19 @@ class Versions:
         return 1
 
 
+class Scored:
+    """A service client stand-in: answers with scores (`search_scored`), as the HTTP and Search-R1 clients do."""
+
+    def search_scored(self, queries, k):
+        return [[(doc, 10.0 - rank) for rank, doc in enumerate(CORPUS[:k])] for _ in queries]
+
+    def search(self, queries, k):
+        return [[doc for doc, _ in docs] for docs in self.search_scored(queries, k)]
+
+    def __len__(self):
+        return len(CORPUS)
+
+
 def _record(tmp_path, inner, batches, k=2):
     recorder = RecordingRetriever(inner, tmp_path / "run" / RECORD_FOLDER, corpus=CORPUS)
     return recorder, [recorder.search(batch, k) for batch in batches]
@@ -98,6 +111,13 @@ def test_a_miss_falls_through_to_the_live_retriever_and_is_recorded(tmp_path):
     assert ReplayRetriever(tmp_path / "rerun").search(["Entity6"], 2) == bm25.search(["Entity6"], 2)
 
 
+def test_scores_are_recorded_and_replayed_where_the_retriever_gives_them(tmp_path):
+    _record(tmp_path, Scored(), [["q"]])
+    line = json.loads((tmp_path / "run" / RECORD_FOLDER / SEARCHES_FILE).read_text())
+    assert line["scores"] == [10.0, 9.0] and line["ids"] == ["p0", "p1"]
+    assert ReplayRetriever(tmp_path / "run").search_scored(["q"], 2) == Scored().search_scored(["q"], 2)
+
+
 def test_a_query_recorded_with_changing_answers_is_replayed_in_recorded_order(tmp_path):
     web = Versions()
     _, answers = _record(tmp_path, web, [["a"], ["a"], ["b"]], k=1)
@@ -108,6 +128,21 @@ def test_a_query_recorded_with_changing_answers_is_replayed_in_recorded_order(tm
     assert replay.search(["a"], 1) == answers[0] and replay.search(["a"], 1) == answers[1]
     assert replay.search(["a"], 1) == answers[1]  # past the record's answers: the last one again
     assert replay.search(["b"], 1) == answers[2]
+
+
+def test_retrievers_and_processes_sharing_a_record_keep_their_documents_apart(tmp_path):
+    other = [Doc(doc.id, doc.title, "another text of " + doc.id) for doc in CORPUS]  # the same ids, other passages
+    folder = tmp_path / "run" / RECORD_FOLDER
+    ours = RecordingRetriever(BM25Retriever(CORPUS, show_progress=False), folder, corpus=CORPUS)
+    theirs = RecordingRetriever(BM25Retriever(other, show_progress=False), folder, corpus=other)  # a 2nd benchmark
+    second = RecordingRetriever(BM25Retriever(other, show_progress=False), folder, corpus=other, process=1)
+    first_answer, other_answer = ours.search(["Entity2"], 1), theirs.search(["Entity3"], 1)
+    rank_answer = second.search(["Entity2"], 1)
+    assert first_answer[0][0].id == rank_answer[0][0].id and first_answer != rank_answer
+    assert (folder / "searches.rank1.jsonl").is_file()
+    assert ReplayRetriever(folder).search(["Entity2", "Entity3"], 1) == first_answer + other_answer
+    assert ReplayRetriever(folder, process=1).search(["Entity2"], 1) == rank_answer  # its own record first
+    assert ReplayRetriever(folder).corpus_fingerprints == [corpus_fingerprint(CORPUS), corpus_fingerprint(other)]
 
 
 def test_a_killed_run_keeps_its_record_and_a_resumed_one_appends(tmp_path):

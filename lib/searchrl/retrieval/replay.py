@@ -22,6 +22,7 @@ answer came from (the recorded one, or the fallback's).
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -50,12 +51,14 @@ class ReplayRetriever:
         fallback: a live retriever, or a function building one, that answers what the record lacks; None: a miss
             raises `ReplayMissError`.
         corpus: accepted for `make_retriever`'s sake and not used: the record holds the documents.
+        process: this process's index under several processes (default: $RANK, else 0): a query its own process
+            recorded is answered as that process's record says, before what other processes recorded for it.
     """
 
     kind = "replay"
 
     def __init__(self, folder: str | Path, *, fallback: Any | Callable[[], Any] | None = None,
-                 corpus: Any = None) -> None:
+                 corpus: Any = None, process: int | None = None) -> None:
         text = str(folder)
         record = replay_record(text if text.lower().startswith(REPLAY_PREFIX) else REPLAY_PREFIX + text)
         assert record is not None
@@ -66,8 +69,9 @@ class ReplayRetriever:
         self._answers: dict[tuple[str, int], list[tuple[Answer, str | None]]] = {}
         self.searches = 0  # recorded query lines
         fingerprints: list[str] = []
-        others = sorted((path for path in record.glob("searches.rank*.jsonl") if _process_of(path)), key=_process_of)
-        for searches in [record / SEARCHES_FILE, *others]:
+        process = int(os.environ.get("RANK", "0")) if process is None else process
+        files = [record / SEARCHES_FILE, *(path for path in record.glob("searches.rank*.jsonl") if _process_of(path))]
+        for searches in sorted(files, key=lambda path: (_process_of(path) != process, _process_of(path))):
             for query, k, answer, source in self._read(searches, record / record_files(_process_of(searches))[1]):
                 self._answers.setdefault((query, k), []).append((answer, source))
                 self.searches += 1
