@@ -152,8 +152,10 @@ def test_a_killed_run_keeps_its_record_and_a_resumed_one_appends(tmp_path):
     with open(searches, "a", encoding="utf-8") as handle:
         handle.write('{"query": "Entity4", "top_k"')  # killed mid-line
     assert ReplayRetriever(tmp_path / "run").searches == 2
-    searches.write_text("".join(searches.read_text().splitlines(keepends=True)[:2]))
-    _record(tmp_path, bm25, [QUERIES[2:3]])  # the resumed run
+    documents = tmp_path / "run" / RECORD_FOLDER / DOCUMENTS_FILE
+    with open(documents, "a", encoding="utf-8") as handle:
+        handle.write('{"ref": "p9", "id": "p9", "ti')  # and the other file too
+    _record(tmp_path, bm25, [QUERIES[2:3]])  # the resumed run: its lines start after the torn ones
     replay = ReplayRetriever(tmp_path / "run")
     assert replay.searches == 3 and replay.search(QUERIES[2:3], 2) == bm25.search(QUERIES[2:3], 2)
 

@@ -79,14 +79,16 @@ class SearchRecord:
         searches_name, documents_name = record_files(process)
         self.searches_path, self.documents_path = folder / searches_name, folder / documents_name
         self.lock = threading.Lock()
+        for path in (self.searches_path, self.documents_path):
+            _drop_torn_line(path)  # a run killed mid-write, now resumed: its next lines must start on a line
         self._refs: dict[bytes, str] = {}  # a document's digest -> its ref in documents.jsonl
         self._used: set[str] = set()
         for record in read_jsonl(self.documents_path):  # a resumed run appends to its record
             doc = Doc(record["id"], record.get("title", ""), record["text"])
             self._refs[_digest(doc)] = record["ref"]
             self._used.add(record["ref"])
-        self._documents_size = _file_size(self.documents_path)
         self.searches_path.touch()  # a run that searches nothing still leaves a record (of no search)
+        self._sizes = self._file_sizes()
 
     @classmethod
     def open(cls, folder: str | Path, process: int) -> SearchRecord:
@@ -96,9 +98,12 @@ class SearchRecord:
         with cls._opening:
             record = cls._open.get((folder, process))
             # files changed behind its back (removed, or written by another process): read them afresh
-            if record is None or record._documents_size != _file_size(record.documents_path):
+            if record is None or record._sizes != record._file_sizes():
                 record = cls._open[(folder, process)] = cls(folder, process)
             return record
+
+    def _file_sizes(self) -> tuple[int, int]:
+        return _file_size(self.searches_path), _file_size(self.documents_path)
 
     def append(self, k: int, queries: Sequence[str], answers: Sequence[Sequence[tuple[Doc, Any]]],
                sources: Sequence[str | None]) -> None:
@@ -113,8 +118,8 @@ class SearchRecord:
                 searches.append(json.dumps(line, ensure_ascii=False) + "\n")
             if documents:  # before the searches that name them
                 _append(self.documents_path, documents)
-                self._documents_size = _file_size(self.documents_path)
             _append(self.searches_path, searches)
+            self._sizes = self._file_sizes()
 
     def _ref(self, doc: Doc, new_lines: list[str]) -> str:
         """The ref of `doc` in documents.jsonl, adding it (to `new_lines`) when not stored yet."""
@@ -211,6 +216,19 @@ def _append(path: Path, lines: list[str]) -> None:
     """Append `lines` in one write and flush it to the OS, so a killed process keeps all of them or a torn last."""
     with open(path, "a", encoding="utf-8") as handle:
         handle.write("".join(lines))
+
+
+def _drop_torn_line(path: Path) -> None:
+    """Cut what follows the last newline of `path` (the half of a line a killed process left), if anything."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    with open(path, "rb+") as handle:
+        handle.seek(-1, os.SEEK_END)
+        if handle.read(1) == b"\n":
+            return
+        handle.seek(0)
+        data = handle.read()
+        handle.truncate(data.rfind(b"\n") + 1)
 
 
 def _file_size(path: Path) -> int:
