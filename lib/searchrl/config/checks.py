@@ -33,6 +33,7 @@ from searchrl.config.names import (
     metric_name_key,
 )
 from searchrl.config.probe import probe_problems
+from searchrl.config.replay import replay_fallback_problems
 from searchrl.config.rewards import reward_problems
 from searchrl.config.rollout import rollout_problems
 from searchrl.config.service import service_problems
@@ -275,6 +276,7 @@ def _registry_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
         problem = registry.problem(values[name])
         if problem:
             problems.append((name, f"{name}: {problem}"))
+    problems += replay_fallback_problems(values["retriever"], values["replay_fallback"], RETRIEVERS)
     problems += [("rewards", f"rewards: {p}") for p in reward_problems(values["rewards"], values["reward_options"])]
     if values["two_stage"]:
         problems += [("stage1_rewards", f"stage1_rewards: {p}")

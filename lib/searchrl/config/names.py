@@ -21,6 +21,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from searchrl.config.evidence import tool_argument_problem
+from searchrl.config.replay import REPLAY_PREFIX, replay_record
 from searchrl.config.service import SEARCH_R1_PREFIX, WEB_SEARCH_PREFIX, search_r1_url, service_url
 from searchrl.config.web_search import web_search_url
 from searchrl.core.registry import (
@@ -150,15 +151,18 @@ def retriever_key(name: str) -> str:
 
 def remote_retriever_key(name: Any) -> str | None:
     """The key of a retriever name that points at a service (``http://HOST:PORT``), a web search API
-    (``web+https://HOST/PATH``) or a Search-R1 retriever API (``search_r1+http://HOST:PORT/retrieve``), None for any
-    other name; UnknownNameError for one that is malformed or for the bare "web", whose API address is part of the
-    name."""
+    (``web+https://HOST/PATH``), a Search-R1 retriever API (``search_r1+http://HOST:PORT/retrieve``) or a run's
+    recorded searches (``replay:<run folder>``), None for any other name; UnknownNameError for one that is malformed
+    or for the bare "web", whose API address is part of the name."""
     try:
         url = service_url(name)
         web_url = web_search_url(name)
         search_r1 = search_r1_url(name)
+        record = replay_record(name)
     except ValueError as error:
         raise UnknownNameError(str(error)) from None
+    if record is not None:
+        return REPLAY_PREFIX + str(record)
     if search_r1 is not None:
         return SEARCH_R1_PREFIX + search_r1
     if web_url is not None:

@@ -109,8 +109,14 @@ class RetrievalSettings:
     # == retrieval ==
     retriever: str = "bm25"
     """Retriever name from the retrieval registry: bm25 or dense, a retrieval service http://HOST:PORT, a server of
-    Search-R1's retriever API search_r1+http://HOST:PORT/retrieve, or a web search API web+https://HOST/PATH (web_*
-    settings) (documents per search: top_k)."""
+    Search-R1's retriever API search_r1+http://HOST:PORT/retrieve, a web search API web+https://HOST/PATH (web_*
+    settings), or replay:<run folder>, which answers each search as that run's record of its searches does, with
+    neither index nor API (docs/replay.md) (documents per search: top_k). Every run records its searches in
+    retrieval/ of its folder."""
+    replay_fallback: str = ""
+    """With retriever: replay:<run folder>, the live retriever (any retriever name but a replay, e.g. bm25) that
+    answers a search the record lacks; built at the first such search, and its answers are recorded in this run's
+    folder like any other. Empty: a search the record lacks stops the run with an error naming the query."""
 
 
 @dataclass(frozen=True)

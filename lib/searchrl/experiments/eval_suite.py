@@ -23,6 +23,7 @@ import pandas as pd
 import torch
 
 from searchrl.config import RunConfig
+from searchrl.config.replay import RECORD_FOLDER
 from searchrl.core.files import save_figure, write_json
 from searchrl.core.stats import bootstrap_mean, paired_bootstrap
 from searchrl.core.threads import apply_torch_threads
@@ -135,12 +136,15 @@ class EvalSuite:
 
         if bench.corpus is None:
             return None
+        from searchrl.retrieval.recording import RecordingRetriever
         from searchrl.retrieval.service import service_options
 
         options = service_options(self.cfg)
         if self.cfg.retriever == "dense" and self.cfg.index_cache_dir:
             options["cache_dir"] = self.cfg.index_cache_dir
-        return make_retriever(self.cfg.retriever, bench.corpus, **options)
+        # recorded in retrieval/ of the run folder, so that `retriever: replay:<run folder>` answers them again
+        return RecordingRetriever(make_retriever(self.cfg.retriever, bench.corpus, **options),
+                                  self.run_dir / RECORD_FOLDER, corpus=bench.corpus)
 
     # ---- running ----------------------------------------------------------------------------------------------
 

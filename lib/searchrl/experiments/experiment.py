@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from searchrl.config import RunConfig
+from searchrl.config.replay import RECORD_FOLDER
 from searchrl.core.files import write_json
 from searchrl.core.threads import apply_torch_threads
 from searchrl.experiments.experiment_cold_start import ExperimentColdStart
@@ -36,6 +37,7 @@ class Experiment(ExperimentData, ExperimentColdStart, ExperimentRL, ExperimentEv
         from searchrl.models import load_tokenizer
         from searchrl.protocols import get_protocol
         from searchrl.retrieval import make_retriever
+        from searchrl.retrieval.recording import RecordingRetriever
         from searchrl.retrieval.service import service_options
 
         self.cfg = cfg
@@ -47,7 +49,10 @@ class Experiment(ExperimentData, ExperimentColdStart, ExperimentRL, ExperimentEv
         apply_torch_threads(cfg.torch_threads)
         self.protocol = get_protocol(cfg.protocol)
         self.corpus, self.train_rows, self.eval_rows = self._load_data()
-        self.retriever = make_retriever(cfg.retriever, self.corpus, **service_options(cfg))
+        # Every search is recorded in retrieval/ of the run folder, so that `retriever: replay:<run folder>` can
+        # answer the same searches again without index or API.
+        self.retriever = RecordingRetriever(make_retriever(cfg.retriever, self.corpus, **service_options(cfg)),
+                                            self.run_dir / RECORD_FOLDER, corpus=self.corpus)
         wait_until_up = getattr(self.retriever, "wait_until_up", None)
         if wait_until_up is not None:  # a shared service may still be loading its index: wait before any search
             wait_until_up(cfg.service_wait_s, say=lambda line: print(line, flush=True))

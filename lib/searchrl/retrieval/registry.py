@@ -3,7 +3,8 @@
 Besides the registered kinds, a name may point at a shared retrieval service, ``http://HOST:PORT`` (or
 ``http:HOST:PORT``): `make_retriever` then returns an `HTTPRetriever` and the registry's name check accepts it.
 Likewise ``web+https://HOST/PATH`` names a web search API: `make_retriever` returns a `WebSearchRetriever`; and
-``search_r1+http://HOST:PORT/retrieve`` any server speaking Search-R1's retriever API: a `SearchR1Retriever`.
+``search_r1+http://HOST:PORT/retrieve`` any server speaking Search-R1's retriever API: a `SearchR1Retriever`; and
+``replay:<run folder>`` the searches that run recorded: a `ReplayRetriever`.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from searchrl.config.names import remote_retriever_key, retriever_key
+from searchrl.config.replay import replay_record
 from searchrl.config.service import search_r1_url
 from searchrl.core.registry import Registry
 from searchrl.retrieval.base import BaseRetriever, Doc, read_manifest
 from searchrl.retrieval.bm25 import BM25Retriever
 from searchrl.retrieval.dense import DenseRetriever
 from searchrl.retrieval.http import HTTPRetriever
+from searchrl.retrieval.replay import ReplayRetriever
 from searchrl.retrieval.search_r1 import SearchR1Retriever
 from searchrl.retrieval.service import service_url
 from searchrl.retrieval.web import WebSearchRetriever, web_search_url
@@ -39,6 +42,8 @@ class RetrieverRegistry(Registry):
             return HTTPRetriever
         if search_r1_url(key) is not None:
             return SearchR1Retriever
+        if replay_record(key) is not None:
+            return ReplayRetriever
         return WebSearchRetriever if web_search_url(key) is not None else super().get(key)
 
     def describe(self) -> str:
@@ -47,7 +52,9 @@ class RetrieverRegistry(Registry):
                "long pages summarised)")
         search_r1 = ("  search_r1+http://HOST:PORT/retrieve  any server speaking Search-R1's retriever API (ours answers "
                      "it too)")
-        return super().describe() + "\n" + service + "\n" + web + "\n" + search_r1
+        replay = ("  replay:RUN_DIR  the searches that run recorded (RUN_DIR/retrieval/), answered again without index "
+                  "or API; replay_fallback answers what the record lacks")
+        return f"{super().describe()}\n{service}\n{web}\n{search_r1}\n{replay}"
 
 
 # name (the class's `kind`, also written into saved manifests) -> retriever class, built as cls(corpus, **options).
@@ -62,8 +69,8 @@ def retriever_class(name: str) -> type[BaseRetriever]:
     return RETRIEVERS.get(name)
 
 
-def make_retriever(name: str, corpus: Sequence[Doc],
-                   **options: Any) -> BaseRetriever | HTTPRetriever | WebSearchRetriever | SearchR1Retriever:
+def make_retriever(name: str, corpus: Sequence[Doc], **options: Any
+                   ) -> BaseRetriever | HTTPRetriever | WebSearchRetriever | SearchR1Retriever | ReplayRetriever:
     """Build the retriever registered under `name` over `corpus`, passing `options` to its constructor.
 
     For a service URL, the client to that service (`HTTPRetriever(url, corpus=corpus, **options)`; options
@@ -71,8 +78,18 @@ def make_retriever(name: str, corpus: Sequence[Doc],
     (``web+https://...``), `WebSearchRetriever(url, **options)` (also `web`: a WebSearchConfig or the RunConfig, and
     `summarizer`); the web has no corpus of its own, so `corpus` is not used. For a Search-R1 retriever API
     (``search_r1+http://...``), `SearchR1Retriever(url, **options)` (`rollout`, `service`; the API cannot say which
-    corpus it serves, so `corpus` is not checked).
+    corpus it serves, so `corpus` is not checked). For a replay (``replay:<run folder>``), a `ReplayRetriever` over
+    that run's record; option `fallback` names a live retriever for what the record lacks, built over `corpus` with
+    options `fallback_options` at the first miss.
     """
+    record = replay_record(name)
+    if record is not None:
+        fallback, fallback_options = options.pop("fallback", ""), options.pop("fallback_options", {})
+        if options:
+            raise TypeError(f"ReplayRetriever has no option(s) {', '.join(sorted(options))}; accepted: fallback, "
+                            "fallback_options")
+        live = (lambda: make_retriever(fallback, corpus, **fallback_options)) if fallback else None
+        return ReplayRetriever(record, fallback=live)
     search_r1 = search_r1_url(name)
     if search_r1 is not None:
         return SearchR1Retriever(search_r1, corpus=corpus, **options)

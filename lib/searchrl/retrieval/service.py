@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from searchrl.config.names import retriever_key
+from searchrl.config.replay import replay_record
 from searchrl.config.service import SEARCH_R1_DEFAULT_PATH, is_web_search_name, search_r1_url, service_url
 from searchrl.retrieval.base import Doc
 
@@ -62,17 +63,22 @@ def search_r1_document(doc: Doc) -> dict[str, str]:
     return {"id": doc.id, "contents": f'"{doc.title}"\n{doc.text}'}
 
 
-def service_options(cfg: Any) -> dict[str, Any]:
-    """Keyword options for `make_retriever` from a run's settings: a service retriever (`http://host:port`) takes the
-    run's timeouts and retries (`rollout`) and its client settings (`service`); a web search (`web+https://...`)
-    takes those and its own settings (`web`: the WebSearchConfig fields a RunConfig carries); a Search-R1 retriever
-    API (`search_r1+http://...`) the first two; the dense retriever its encoder (`retriever_model`, when set); BM25
+def service_options(cfg: Any, name: str | None = None) -> dict[str, Any]:
+    """Keyword options for `make_retriever` from a run's settings, for retriever `name` (default: the run's): a
+    service retriever (`http://host:port`) takes the run's timeouts and retries (`rollout`) and its client settings
+    (`service`); a web search (`web+https://...`) takes those and its own settings (`web`: the WebSearchConfig fields
+    a RunConfig carries); a Search-R1 retriever API (`search_r1+http://...`) the first two; the dense retriever its
+    encoder (`retriever_model`, when set); a replay (`replay:...`) its `replay_fallback` and that one's options; BM25
     none."""
-    if service_url(cfg.retriever) or search_r1_url(cfg.retriever):
+    name = cfg.retriever if name is None else name
+    if replay_record(name) is not None:
+        fallback = getattr(cfg, "replay_fallback", "")
+        return {"fallback": fallback, "fallback_options": service_options(cfg, fallback)} if fallback else {}
+    if service_url(name) or search_r1_url(name):
         return {"rollout": cfg, "service": cfg}
-    if is_web_search_name(cfg.retriever):
+    if is_web_search_name(name):
         return {"rollout": cfg, "service": cfg, "web": cfg}
     model = getattr(cfg, "retriever_model", "")
-    if model and isinstance(cfg.retriever, str) and retriever_key(cfg.retriever) == "dense":
+    if model and isinstance(name, str) and retriever_key(name) == "dense":
         return {"model_name_or_path": model}
     return {}

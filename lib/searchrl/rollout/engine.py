@@ -8,6 +8,7 @@ The retriever contract is checked here, in one place (`SearchRollout.search`): o
 `RetrieverError`; empty lists are counted (`Trajectory.empty_results`, logged as `search/empty_results`); a call
 that raises or outlasts `retriever_timeout_s` is retried `retriever_retries` times with doubling waits, and a
 retriever that stays down stops the run with an error that says so, instead of training on missing documents.
+A replay asked what its record lacks (`ReplayMissError`) stops the run at once: no retry could answer it.
 With `retriever_outage_s` > 0 a mid-run outage is ridden out for that long: a batch that still fails after its
 retries gets a "search failed" notice in place of documents, counted (`Trajectory.failed_searches`, logged as
 `search/failed_searches`), and the run stops only once the retriever has answered nothing for that long.
@@ -36,6 +37,7 @@ from dataclasses import dataclass, field
 from searchrl.config.rollout import RolloutConfig
 from searchrl.core.progress import progress_bar
 from searchrl.protocols.base import SearchProtocol
+from searchrl.retrieval.replay import ReplayMissError
 from searchrl.rollout.base import TurnGenerator, first_stop_end, shortest_prefix
 
 # The observation in place of documents when the retriever stayed down: it names the failure, so that it is not
@@ -336,6 +338,8 @@ class SearchRollout:
             started = time.perf_counter()
             try:
                 results = self._call_retriever(queries)
+            except ReplayMissError:
+                raise  # a replay's record lacks a query: no retry or outage allowance can answer it
             except Exception as err:  # noqa: BLE001  (any failure of the retriever counts; the last one is raised)
                 failures.append(f"{type(err).__name__}: {err}")
                 if self._down_since is None:

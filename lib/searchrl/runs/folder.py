@@ -11,6 +11,7 @@ Layout (``<root>/<notebook>/<run_id>/``)::
     memory.json             peak memory of the cold start, each RL stage and each evaluation (searchrl.runs.memory)
     eval/<name>.json        evaluation results
     trajectories/<name>.jsonl
+    retrieval/              every search asked and answered (searchrl.config.replay), for retriever: replay:<run folder>
     figures/<name>.png
 
 ``run_id`` is ``YYYYmmdd-HHMMSS-<4 hex>[-<run_name>]``; the folder is created with an exclusive ``mkdir``, so two

@@ -7,8 +7,9 @@ verdicts, an ablation's resume, which skips arms marked done) work on it whereve
 log, or off a machine that will not be kept.
 
 Left out: `checkpoints/` (weights and trainer state), the executed notebook and figures (both are rebuilt from what
-is kept), the lock file, and the done marker of a part whose product was a model inside the run (an ablation's
-shared cold start): its weights are not copied, so a resume makes it again where an unfinished arm needs it, and
+is kept), `retrieval/` (the record of the run's searches: a replay needs it whole, and the trajectories keep the
+queries and document ids), the lock file, and the done marker of a part whose product was a model inside the run
+(an ablation's shared cold start): its weights are not copied, so a resume makes it again where an unfinished arm needs it, and
 checks it against the digest of the first one's weights, which is kept (`weights.json`). Kept but shortened: every
 `.jsonl` record's long text fields (completions, retrieved documents), cut to `keep_chars` characters, enough to
 read the plan a completion opened with.
@@ -23,9 +24,12 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
+from searchrl.config.replay import RECORD_FOLDER
 from searchrl.core.disk import folder_size
 
-LEFT_OUT_DIRS = ("checkpoints", "figures", ".ipynb_checkpoints")
+# RECORD_FOLDER (retrieval/): the record of the run's searches, which replays only whole; cut, its documents would
+# answer a replay with wrong texts
+LEFT_OUT_DIRS = ("checkpoints", "figures", ".ipynb_checkpoints", RECORD_FOLDER)
 LEFT_OUT_SUFFIXES = (".ipynb", ".lock",  # .lock: the owner's lock (searchrl.runs.ownership.LOCK_NAME)
                       ".png", ".html", ".pt", ".bin", ".safetensors")
 TEXT_FIELDS = ("completion", "text", "retrieved_text", "prompt")
