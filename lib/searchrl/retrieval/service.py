@@ -41,7 +41,13 @@ SEARCH_R1_PATH = SEARCH_R1_DEFAULT_PATH
 
 
 def corpus_fingerprint(corpus: Sequence[Doc]) -> str:
-    """A short digest of the passages (ids, titles, texts, in order): equal digests mean the same corpus."""
+    """A short digest of the passages (ids, titles, texts, in order): equal digests mean the same corpus.
+
+    A corpus that carries its own `fingerprint` (a `searchrl.data.corpus_file.CorpusFile`: the file's size, offsets
+    and edges) gives that instead, so a 21M-passage file is not read through to be named."""
+    own = getattr(corpus, "fingerprint", None)
+    if isinstance(own, str) and own:
+        return own
     digest = hashlib.sha256()
     for doc in corpus:
         for part in (doc.id, doc.title, doc.text):
@@ -66,13 +72,17 @@ def service_options(cfg: Any) -> dict[str, Any]:
     """Keyword options for `make_retriever` from a run's settings: a service retriever (`http://host:port`) takes the
     run's timeouts and retries (`rollout`) and its client settings (`service`); a web search (`web+https://...`)
     takes those and its own settings (`web`: the WebSearchConfig fields a RunConfig carries); a Search-R1 retriever
-    API (`search_r1+http://...`) the first two; the dense retriever its encoder (`retriever_model`, when set); BM25
-    none."""
+    API (`search_r1+http://...`) the first two; the dense retriever its encoder (`retriever_model`, when set) and its
+    prebuilt index file (`retriever_index`, when set); BM25 none."""
     if service_url(cfg.retriever) or search_r1_url(cfg.retriever):
         return {"rollout": cfg, "service": cfg}
     if is_web_search_name(cfg.retriever):
         return {"rollout": cfg, "service": cfg, "web": cfg}
-    model = getattr(cfg, "retriever_model", "")
-    if model and isinstance(cfg.retriever, str) and retriever_key(cfg.retriever) == "dense":
-        return {"model_name_or_path": model}
-    return {}
+    if not (isinstance(cfg.retriever, str) and retriever_key(cfg.retriever) == "dense"):
+        return {}
+    options: dict[str, Any] = {}
+    if getattr(cfg, "retriever_model", ""):
+        options["model_name_or_path"] = cfg.retriever_model
+    if getattr(cfg, "retriever_index", ""):
+        options["index_file"] = cfg.retriever_index
+    return options
