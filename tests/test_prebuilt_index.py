@@ -209,3 +209,18 @@ def test_an_interrupted_build_resumes_from_its_last_chunk(encoders, tmp_path, mo
                           faiss.read_index(str(whole)).reconstruct_n(0, len(PASSAGES)))
     retriever = make_retriever("dense", CorpusFile(path), index_file=out, model_name_or_path=E5)
     assert ids(retriever.search(["lantern parades harvest"], k=1)) == [["4"]]
+
+
+def test_a_prebuilt_index_is_served_and_named_by_its_file(encoders, tmp_path):
+    from searchrl.retrieval.http import HTTPRetriever
+    from searchrl.retrieval.serve import ServiceThread, create_app, main
+
+    path = write_search_r1_corpus(tmp_path / "wiki-18.jsonl")
+    index = build_index_file(path, tmp_path / "e5_Flat.index", model_name_or_path=E5, show_progress=False)
+    retriever = make_retriever("dense", CorpusFile(path), index_file=index, model_name_or_path=E5)
+    with ServiceThread(create_app(retriever)) as running:
+        remote = HTTPRetriever(running.url, corpus=CorpusFile(path))  # the run's corpus: the same file, same name
+        assert remote.health()["corpus_fingerprint"] == CorpusFile(path).fingerprint
+        assert ids(remote.search(["nine arches bridge"], 1)) == [["2"]]
+    with pytest.raises(SystemExit):  # the command line wants the passage file beside the index
+        main(["--faiss-index", str(index)])
