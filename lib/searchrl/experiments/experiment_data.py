@@ -85,7 +85,7 @@ class ExperimentData:
             random.Random(0).shuffle(rows)  # the held-out cut must not move with the training seed
             cut = max(1, len(rows) - cfg.n_eval)
             # a prebuilt index comes with a passage file that may not fit in memory: read it by offset instead
-            corpus = CorpusFile(cfg.corpus) if getattr(cfg, "retriever_index", "") else load_corpus(cfg.corpus)
+            corpus = CorpusFile(cfg.corpus) if cfg.retriever_index else load_corpus(cfg.corpus)
             train, evaluation = rows[:cut], rows[cut:]
             eval_source = f"{cfg.dataset} ({len(rows)} questions, at least one of them kept for training)"
             eval_fix = "raise n_eval, or give a dataset file with more questions"
