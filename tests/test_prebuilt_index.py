@@ -224,3 +224,26 @@ def test_a_prebuilt_index_is_served_and_named_by_its_file(encoders, tmp_path):
         assert ids(remote.search(["nine arches bridge"], 1)) == [["2"]]
     with pytest.raises(SystemExit):  # the command line wants the passage file beside the index
         main(["--faiss-index", str(index)])
+
+
+def test_an_index_faiss_cannot_map_is_read_whole_and_says_why(tmp_path):
+    from searchrl.retrieval.prebuilt import read_index
+
+    path = write_foreign_index(tmp_path / "e5_Flat.index")
+
+    def faiss_refusing(*flags):
+        def read(name, flag=0):
+            if flag in flags:
+                raise RuntimeError("Error in read_index: cannot map this index\n(the rest of faiss's message)")
+            return faiss.read_index(name, flag)
+
+        return SimpleNamespace(read_index=read, IO_FLAG_MMAP_IFC=faiss.IO_FLAG_MMAP_IFC,
+                               IO_FLAG_MMAP=faiss.IO_FLAG_MMAP, try_extract_index_ivf=faiss.try_extract_index_ivf)
+
+    assert read_index(faiss, path)[1] == "mmap"
+    index, how = read_index(faiss_refusing(faiss.IO_FLAG_MMAP_IFC), path)  # the older flag maps IVF lists only
+    assert index.ntotal == len(PASSAGES) and how == "read (faiss maps only flat-code and IVF indexes)"
+    index, how = read_index(faiss_refusing(faiss.IO_FLAG_MMAP_IFC, faiss.IO_FLAG_MMAP), path)
+    assert index.ntotal == len(PASSAGES)
+    assert how == ("read (IO_FLAG_MMAP_IFC: Error in read_index: cannot map this index; IO_FLAG_MMAP: Error in "
+                   "read_index: cannot map this index)")

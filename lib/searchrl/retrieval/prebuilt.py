@@ -77,8 +77,9 @@ def read_index(faiss, index_file: Path) -> tuple[Any, str]:
     """The faiss index in `index_file` and how it was opened: "mmap" (the vectors stay in the file and are paged in
     as searches touch them) or "read" (copied into memory) with the reason when mapping was not possible.
 
-    faiss maps flat-code indexes (IndexFlat*, the kind Search-R1 ships) with IO_FLAG_MMAP_IFC, and the inverted
-    lists of IVF indexes with IO_FLAG_MMAP; other kinds, or builds without these flags, are read whole."""
+    IO_FLAG_MMAP_IFC is tried first (faiss-cpu 1.15.1 maps the storage of flat, HNSW and IVF indexes with it; flat
+    is the kind Search-R1 ships), then IO_FLAG_MMAP (IVF inverted lists only); an index neither maps, or a faiss
+    without these flags, is read whole."""
     flags = [(name, getattr(faiss, name)) for name in ("IO_FLAG_MMAP_IFC", "IO_FLAG_MMAP") if hasattr(faiss, name)]
     reasons = []
     for name, flag in flags:
