@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import faiss
@@ -247,3 +252,40 @@ def test_an_index_faiss_cannot_map_is_read_whole_and_says_why(tmp_path):
     assert index.ntotal == len(PASSAGES)
     assert how == ("read (IO_FLAG_MMAP_IFC: Error in read_index: cannot map this index; IO_FLAG_MMAP: Error in "
                    "read_index: cannot map this index)")
+
+
+SLOW_BUILD = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import searchrl.retrieval.dense as dense
+from fakes import BagOfWordsEncoder
+from searchrl.retrieval.index_build import build_index_file
+
+class Slow(BagOfWordsEncoder):
+    def encode(self, texts, **options):
+        time.sleep(0.4)
+        return super().encode(texts, **options)
+
+dense._load_encoder = lambda model_name_or_path, device: Slow(int(sys.argv[4]))
+build_index_file(sys.argv[2], sys.argv[3], model_name_or_path="intfloat/e5-base-v2", chunk_size=1, show_progress=False)
+"""
+
+
+def test_a_build_killed_by_sigkill_resumes_where_it_stopped(encoders, tmp_path):
+    path = write_search_r1_corpus(tmp_path / "wiki.jsonl")
+    out = tmp_path / "e5_Flat.index"
+    victim = subprocess.Popen([sys.executable, "-c", SLOW_BUILD, str(Path(__file__).parent), str(path), str(out),
+                               str(SIZE)], start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (parts_dir(out) / "chunk-00002.npy").exists():
+        assert victim.poll() is None, "the build ended before it could be killed"
+        time.sleep(0.05)
+    os.killpg(victim.pid, signal.SIGKILL)
+    victim.wait()
+    finished = sorted(p.name for p in parts_dir(out).glob("chunk-*.npy"))
+    assert 3 <= len(finished) < len(PASSAGES) and not out.exists()
+    build_index_file(path, out, model_name_or_path=E5, chunk_size=1, show_progress=False)
+    assert len(encoders.made[-1][1].encoded) == len(PASSAGES) - len(finished)  # nothing finished is encoded again
+    whole = build_index_file(path, tmp_path / "whole.index", model_name_or_path=E5, show_progress=False)
+    assert np.array_equal(faiss.read_index(str(out)).reconstruct_n(0, len(PASSAGES)),
+                          faiss.read_index(str(whole)).reconstruct_n(0, len(PASSAGES)))
