@@ -242,9 +242,10 @@ def encoder_worker(sample: int, seed: int, batch_size: int) -> dict[str, Any]:
             "torch_threads": torch.get_num_threads(), "peak_rss_bytes": peak_rss_bytes()}
 
 
-def run_worker(arguments: list[str]) -> dict[str, Any]:
-    """Run this script as a worker process and return the result it prints; its progress goes to our stderr."""
-    command = [sys.executable, str(Path(__file__).resolve()), *arguments]
+def run_worker(arguments: list[str], script: Path | None = None) -> dict[str, Any]:
+    """Run `script` (default: this one) as a worker process and return the result it prints; its progress goes to our
+    stderr."""
+    command = [sys.executable, str(script or Path(__file__).resolve()), *arguments]
     finished = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)
     results = [line for line in finished.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
     if finished.returncode != 0 or not results:

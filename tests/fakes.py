@@ -1,9 +1,13 @@
-"""Test doubles shared by the unit tests: a minimal tag protocol, a fake retriever and a scripted generator."""
+"""Test doubles shared by the unit tests: a minimal tag protocol, a fake retriever, a scripted generator and a
+bag-of-words stand-in for a sentence-transformers encoder."""
 
 from __future__ import annotations
 
 import re
 import socket
+import zlib
+
+import numpy as np
 
 from searchrl.data.schema import Doc
 from searchrl.protocols.base import Parsed, SearchProtocol
@@ -152,3 +156,25 @@ def short_sft_items(tokenizer, n=4):
     obs = protocol.format_observation(FakeRetriever().docs[:2])
     return [{"prompt": protocol.build_prompt("When was Entity1 founded?", tokenizer),
              "segments": [("<search>Entity1</search>", True), (obs, False), ("<answer>1901</answer>", True)]}] * n
+
+
+class BagOfWordsEncoder:
+    """Stands in for a sentence-transformers model: hashes words into a `size`-dimensional bag of words, and keeps
+    every text it was asked to encode, in order (`encoded`)."""
+
+    def __init__(self, size: int = 64):
+        self.size = size
+        self.encoded: list[str] = []
+
+    def get_sentence_embedding_dimension(self) -> int:
+        return self.size
+
+    def encode(self, texts, *, batch_size, show_progress_bar, convert_to_numpy, normalize_embeddings):
+        self.encoded.extend(texts)
+        vectors = np.zeros((len(texts), self.size), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in text.lower().replace(".", " ").replace(",", " ").split():
+                vectors[row, zlib.crc32(word.encode()) % self.size] += 1.0
+        if normalize_embeddings:
+            vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        return vectors

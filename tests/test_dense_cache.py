@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import warnings
-import zlib
 
 import numpy as np
 import pytest
 
 import searchrl.retrieval.dense as dense_module
+from fakes import BagOfWordsEncoder
 from searchrl.data.schema import Doc
 from searchrl.retrieval import DenseRetriever, make_retriever
 
@@ -27,33 +27,13 @@ CORPUS = [
 QUERIES = ["harbour city fishermen", "nine arches bridge", "comets telescope"]
 
 
-class FakeEncoder:
-    """Hashes words into a SIZE-dimensional bag of words; counts the texts it is asked to encode."""
-
-    def __init__(self):
-        self.encoded: list[str] = []
-
-    def get_sentence_embedding_dimension(self) -> int:
-        return SIZE
-
-    def encode(self, texts, *, batch_size, show_progress_bar, convert_to_numpy, normalize_embeddings):
-        self.encoded.extend(texts)
-        vectors = np.zeros((len(texts), SIZE), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for word in text.lower().replace(".", " ").replace(",", " ").split():
-                vectors[row, zlib.crc32(word.encode()) % SIZE] += 1.0
-        if normalize_embeddings:
-            vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-        return vectors
-
-
 @pytest.fixture
 def encoders(monkeypatch):
-    """Every build gets a fresh FakeEncoder; the list keeps them, in build order."""
-    made: list[FakeEncoder] = []
+    """Every build gets a fresh BagOfWordsEncoder; the list keeps them, in build order."""
+    made: list[BagOfWordsEncoder] = []
 
     def load(model_name_or_path, device):
-        made.append(FakeEncoder())
+        made.append(BagOfWordsEncoder(SIZE))
         return made[-1]
 
     monkeypatch.setattr(dense_module, "_load_encoder", load)
@@ -69,7 +49,7 @@ def ids(results):
     return [[doc.id for doc in docs] for docs in results]
 
 
-def corpus_texts(encoder: FakeEncoder) -> list[str]:
+def corpus_texts(encoder: BagOfWordsEncoder) -> list[str]:
     return [text for text in encoder.encoded if text not in QUERIES]
 
 

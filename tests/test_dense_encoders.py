@@ -6,12 +6,11 @@ its local folder; nothing is downloaded.
 
 from __future__ import annotations
 
-import zlib
-
 import numpy as np
 import pytest
 
 import searchrl.retrieval.dense as dense_module
+from fakes import BagOfWordsEncoder
 from searchrl.config import RunConfig
 from searchrl.data.schema import Doc
 from searchrl.retrieval import DenseRetriever, load_retriever, make_retriever
@@ -26,32 +25,12 @@ CORPUS = [
 ]
 
 
-class RecordingEncoder:
-    """A bag-of-words encoder that keeps every text it was given, in order."""
-
-    def __init__(self):
-        self.encoded: list[str] = []
-
-    def get_sentence_embedding_dimension(self) -> int:
-        return SIZE
-
-    def encode(self, texts, *, batch_size, show_progress_bar, convert_to_numpy, normalize_embeddings):
-        self.encoded.extend(texts)
-        vectors = np.zeros((len(texts), SIZE), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for word in text.lower().split():
-                vectors[row, zlib.crc32(word.encode()) % SIZE] += 1.0
-        if normalize_embeddings:
-            vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-        return vectors
-
-
 @pytest.fixture
 def encoders(monkeypatch):
-    made: list[tuple[str | None, RecordingEncoder]] = []
+    made: list[tuple[str | None, BagOfWordsEncoder]] = []
 
     def load(model_name_or_path, device):
-        made.append((model_name_or_path, RecordingEncoder()))
+        made.append((model_name_or_path, BagOfWordsEncoder(SIZE)))
         return made[-1][1]
 
     monkeypatch.setattr(dense_module, "_load_encoder", load)
@@ -115,7 +94,7 @@ def test_conventions_survive_save_and_load(encoders, tmp_path):
 
 
 def test_the_cache_key_includes_the_conventions(encoders, tmp_path):
-    encoder = RecordingEncoder()
+    encoder = BagOfWordsEncoder(SIZE)
     e5 = conventions_for("intfloat/e5-base-v2")
     plain_identity = dense_module._encoder_identity("same-name", encoder, PLAIN)
     e5_identity = dense_module._encoder_identity("same-name", encoder, e5)

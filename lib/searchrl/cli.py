@@ -3,6 +3,7 @@
     searchrl run NOTEBOOK -f PARAMS.yaml [-p KEY VALUE ...]   run a notebook into a new run folder
     searchrl train -f PARAMS.yaml                             train without a notebook (one or several processes)
     searchrl serve ...                                        the shared retrieval service
+    searchrl index --corpus FILE --out INDEX ...              encode a big corpus into a faiss index, resumably
     searchrl score FILE.jsonl ...                             score a file of predictions with metrics by name
     searchrl seeds ...                                        one notebook over several seeds, and its spread
     searchrl slim RUN ... --to DIR                            a run folder's evidence without its weights
@@ -26,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("searchrl.experiments.runner", "run a notebook with parameter files into a new run folder"),
     "train": ("searchrl.experiments.train", "train without a notebook, in one process or several"),
     "serve": ("searchrl.retrieval.serve", "serve one retrieval index over HTTP to many trainers"),
+    "index": ("searchrl.retrieval.index_build", "encode a large corpus into a faiss index, in resumable chunks"),
     "score": ("searchrl.metrics.score_file", "score a JSONL file of predictions with metrics picked by name"),
     "seeds": ("searchrl.analysis.seeds", "run one notebook over several seeds and report the spread"),
     "slim": ("searchrl.runs.slim", "copy a run folder's evidence without its weights"),

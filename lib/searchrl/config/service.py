@@ -1,10 +1,11 @@
 """The retrieval service's settings: its limits, its client's cache, how long a run waits for it, the dense
-retriever's encoder, and the names that say a retriever is remote."""
+retriever's encoder and prebuilt index, and the names that say a retriever is remote."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -61,6 +62,12 @@ class ServiceConfig:
     are applied from one table (searchrl.retrieval.encoders): E5's "query: " / "passage: " prefixes and mean
     pooling, BGE's search instruction on queries only and CLS pooling, normalised embeddings. Empty: the bundled
     all-MiniLM-L6-v2, offline. Ignored by bm25 and remote retrievers (a service encodes with its own index's)."""
+    retriever_index: str = ""
+    """A prebuilt faiss index file searched by retriever: dense in place of encoding the corpus, e.g. Search-R1's
+    e5_Flat.index (with corpus: its wiki-18.jsonl and retriever_model: intfloat/e5-base-v2), or one written by
+    `searchrl index`. Row i of the index is passage i of the corpus file, which is read by offset and never held in
+    memory; the index is memory-mapped. Refused before any search, with what to do, when its dimension, size,
+    encoder or corpus does not match (searchrl.retrieval.prebuilt). Empty: the dense retriever encodes the corpus."""
 
     def __post_init__(self) -> None:
         raise_problems("ServiceConfig", service_problems(self))
@@ -86,7 +93,33 @@ def service_problems(values: Mapping[str, Any] | Any) -> list[tuple[str, str]]:
     if model is not None and not isinstance(model, str):
         message = f"retriever_model must be a model folder or hub id (a string), got {type(model).__name__}"
         problems.append(("retriever_model", message))
-    return problems
+    return problems + _index_problems(get)
+
+
+def _index_problems(get) -> list[tuple[str, str]]:
+    """retriever_index names an existing file, searched by the dense retriever over a corpus file."""
+    index = get("retriever_index")
+    if index is None or index == "":
+        return []
+    if not isinstance(index, str):
+        why = f"retriever_index must be the path of a faiss index file (a string), got {type(index).__name__}"
+        return [("retriever_index", why)]
+    whys = []
+    retriever, corpus = get("retriever"), get("corpus")
+    if isinstance(retriever, str) and retriever.strip().lower() != "dense":
+        whys.append(f"retriever_index is searched by the dense retriever; set retriever: dense (it is {retriever!r}), "
+                    "or leave retriever_index empty")
+    if get("dataset") == "synthetic":
+        whys.append("retriever_index searches a passage file, but dataset is synthetic (its world makes its own "
+                    "passages); set dataset to a QA file and corpus to the index's passage file, or leave "
+                    "retriever_index empty")
+    elif corpus is not None and not corpus:
+        whys.append("retriever_index needs corpus: the passage file the index was built over (row i of the index "
+                    "is its passage i), e.g. wiki-18.jsonl")
+    if not Path(index).expanduser().is_file():
+        whys.append(f"retriever_index: no such file {index!r} (relative paths start at {Path.cwd()}); give a faiss "
+                    "index file, or build one with searchrl index --corpus CORPUS --out INDEX")
+    return [("retriever_index", why) for why in whys]
 
 
 def is_web_search_name(name: Any) -> bool:

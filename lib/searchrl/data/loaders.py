@@ -12,7 +12,9 @@ Question files (`load_qa`), detected from their fields:
 
 Corpora (`load_corpus`): jsonl with id/title/text or FlashRAG's `contents` ('"Title"\\ntext'), or a tsv/csv with
 a header naming id, text and title (DPR's psgs_w100.tsv). `pooled_corpus` builds a corpus from HotpotQA context
-paragraphs, `corpus_from_traces` from the passages inside R1-Searcher trajectories.
+paragraphs, `corpus_from_traces` from the passages inside R1-Searcher trajectories. A corpus too big to hold as
+Python objects (wiki-18's 21M passages) is opened instead with `searchrl.data.corpus_file.CorpusFile`, which reads
+each passage from the file by its byte offset.
 """
 
 from __future__ import annotations
@@ -200,13 +202,15 @@ def load_corpus(path: str | Path, *, limit: int | None = None) -> list[Doc]:
     for line, record in records:
         if limit is not None and len(docs) >= limit:
             break
-        docs.append(_doc(record, path, line))
+        docs.append(doc_from_record(record, path, line))
     if not docs:
         raise ValueError(f"{path}: the corpus holds no passages")
     return docs
 
 
-def _doc(record: dict, path: Path, line: int) -> Doc:
+def doc_from_record(record: dict, path: Path, line: int) -> Doc:
+    """One passage from one corpus record (id, title, text; or FlashRAG's id, contents); `line` names the record in
+    errors and is its id when it has none."""
     doc_id = next((str(record[k]) for k in ("id", "_id", "doc_id", "docid") if record.get(k) not in (None, "")),
                   str(line))
     if isinstance(record.get("contents"), str):
@@ -382,6 +386,7 @@ __all__ = [
     "QA_FORMATS",
     "corpus_from_traces",
     "default_data_dir",
+    "doc_from_record",
     "load_corpus",
     "load_qa",
     "pooled_corpus",

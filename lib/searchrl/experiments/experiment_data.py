@@ -102,6 +102,7 @@ class ExperimentData:
             train, evaluation, corpus = world.splits["train"], world.splits[cfg.eval_split], world.corpus
             eval_source, eval_fix = f"the synthetic world's {cfg.eval_split!r} split", "raise n_eval or world_entities"
         else:
+            from searchrl.data.corpus_file import CorpusFile
             from searchrl.data.loaders import load_corpus, load_qa
 
             if not cfg.corpus:
@@ -109,7 +110,9 @@ class ExperimentData:
             rows = load_qa(cfg.dataset)
             random.Random(0).shuffle(rows)  # the held-out cut must not move with the training seed
             cut = len(rows) if cfg.eval_sets else max(1, len(rows) - cfg.n_eval)
-            train, evaluation, corpus = rows[:cut], rows[cut:], load_corpus(cfg.corpus)
+            # a prebuilt index comes with a passage file that may not fit in memory: read it by offset instead
+            corpus = CorpusFile(cfg.corpus) if cfg.retriever_index else load_corpus(cfg.corpus)
+            train, evaluation = rows[:cut], rows[cut:]
             eval_source = f"{cfg.dataset} ({len(rows)} questions, at least one of them kept for training)"
             eval_fix = "raise n_eval, or give a dataset file with more questions"
         train = balanced_take(train, cfg.n_train, cfg.train_question_types or None, cfg.seed, cfg.train_max_hops)

@@ -38,6 +38,8 @@ import numpy as np
 from searchrl.retrieval.base import BaseRetriever, Doc
 from searchrl.retrieval.encoders import MODEL_POOLING, EncoderConventions, conventions_for
 from searchrl.retrieval.faiss_index import INDEX_KINDS, build_index, fallback_reason, ivf_list_count, prepare_search
+from searchrl.retrieval.prebuilt import check_index, index_kind_of, read_index, read_index_record, record_path
+from searchrl.retrieval.service import corpus_fingerprint
 
 logger = logging.getLogger(__name__)
 
@@ -126,6 +128,26 @@ def _embedding_size(encoder) -> int:
         if method is not None:
             return int(method())
     raise RuntimeError("cannot read the embedding size of the sentence-transformers model")
+
+
+def encoder_name(model_name_or_path: str | None) -> str:
+    """The encoder as an index record names it: its hub id or folder as given, the bundled default by its package."""
+    return str(model_name_or_path) if model_name_or_path else BUNDLED_MODEL_PACKAGE
+
+
+def encode_texts(encoder, texts: list[str], role: str, conventions: EncoderConventions, *, batch_size: int,
+                 normalize: bool, show_progress: bool = False) -> np.ndarray:
+    """float32 embeddings of `texts` encoded as `role` ("query" or "passage") with the family's prefix for it: what
+    the retriever searches with and what an index built for it (`searchrl.retrieval.index_build`) holds."""
+    prefix = conventions.query_prefix if role == "query" else conventions.passage_prefix
+    vectors = encoder.encode(
+        [prefix + text for text in texts] if prefix else texts,
+        batch_size=batch_size,
+        show_progress_bar=show_progress,
+        convert_to_numpy=True,
+        normalize_embeddings=normalize,
+    )
+    return np.ascontiguousarray(vectors, dtype=np.float32)
 
 
 def _gpu_available(faiss) -> bool:
@@ -252,6 +274,11 @@ class DenseRetriever(BaseRetriever):
         cache: reuse corpus embeddings cached on disk by an earlier build, and cache new ones (see the module
             docstring). `cache_hit` says whether this build loaded them; `cache_path` names the entry.
         cache_dir: folder of the cache; None: ``default_cache_dir()``.
+        index_file: a prebuilt faiss index file over `corpus` in its order (Search-R1's ``e5_Flat.index`` over
+            ``wiki-18.jsonl``, or one written by `searchrl.retrieval.index_build`): searched in place, memory-mapped
+            where faiss can, nothing encoded but the queries; `corpus` is then best a
+            `searchrl.data.corpus_file.CorpusFile`. Checked against the encoder and the corpus first
+            (`searchrl.retrieval.prebuilt`); `index`, `cache` and `cache_dir` do not apply.
 
     Results: min(k, len(corpus)) passages per query, best first. Flat, ivf and ivf-pq indexes move to the GPU
     when faiss has GPU support and a CUDA device is visible (hnsw has no GPU version in faiss and stays on CPU).
@@ -271,7 +298,13 @@ class DenseRetriever(BaseRetriever):
         show_progress: bool = True,
         cache: bool = True,
         cache_dir: str | Path | None = None,
+        index_file: str | Path | None = None,
     ) -> None:
+        if index_file is not None:  # a prebuilt index over a passage file: nothing is encoded, the corpus stays on disk
+            self._open_prebuilt(corpus, index_file, model_name_or_path=model_name_or_path, batch_size=batch_size,
+                                device=device, normalize=normalize, show_progress=show_progress)
+            return
+        self.index_file: Path | None = None
         super().__init__(corpus)
         if index not in INDEX_KINDS:
             raise ValueError(f"unknown faiss index {index!r}; choose one of {', '.join(INDEX_KINDS)}")
@@ -304,17 +337,47 @@ class DenseRetriever(BaseRetriever):
                 _write_cached_embeddings(self.cache_path, embeddings, identity, normalize)
         self._index = self._to_device(self._build_index(embeddings))
 
+    def _open_prebuilt(self, corpus: Sequence[Doc], index_file: str | Path, *, model_name_or_path: str | None,
+                       batch_size: int, device: str | None, normalize: bool | None, show_progress: bool) -> None:
+        """Search the prebuilt `index_file` over `corpus` in place, once it is checked (searchrl.retrieval.prebuilt)."""
+        index_file = Path(index_file).expanduser()
+        if not index_file.is_file():
+            raise FileNotFoundError(f"no faiss index at {index_file} (retriever_index); give the path of an index "
+                                    "file such as Search-R1's e5_Flat.index, or build one with searchrl index")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if isinstance(corpus, (str, bytes)) or not isinstance(corpus, Sequence) or len(corpus) == 0:
+            raise ValueError("a prebuilt index needs its non-empty corpus (a CorpusFile or a list of Doc)")
+        self.corpus = corpus  # not copied into a list: a CorpusFile stays on disk
+        self.index_file = index_file
+        self.model_name_or_path = None if model_name_or_path is None else str(model_name_or_path)
+        self.conventions = conventions_for(self.model_name_or_path)
+        self.normalize = self.conventions.normalize if normalize is None else bool(normalize)
+        self.batch_size, self.device, self.show_progress = batch_size, device, show_progress
+        self.cache_path, self.cache_hit = None, False
+        self._faiss = _import_faiss()
+        self._encoder = _load_encoder(model_name_or_path, device)
+        _apply_pooling(self._encoder, self.conventions.pooling)
+        record = read_index_record(index_file)
+        index, self.index_opened = read_index(self._faiss, index_file)
+        self.requested_index = self.index_kind = index_kind_of(self._faiss, index)
+        name = encoder_name(self.model_name_or_path)
+        check_index(index, record, index_file=index_file, corpus=corpus, corpus_fp=corpus_fingerprint(corpus),
+                    dimension=_embedding_size(self._encoder), encoder=name, conventions=self.conventions,
+                    normalize=self.normalize)
+        if record is None:
+            warnings.warn(f"{index_file} has no {record_path(index_file).name} record (an index built elsewhere, e.g. "
+                          f"Search-R1's): its dimension ({index.d}) and size ({index.ntotal}) match, but which encoder "
+                          f"made its vectors cannot be verified; make sure retriever_model ({name}) is it",
+                          stacklevel=4)
+        logger.info("%s opened by %s", index_file, self.index_opened)
+        # moved to the GPU only when asked (device: cuda): wiki-18's flat index alone is 64.5 GB
+        self._index = self._to_device(index) if device and str(device).startswith("cuda") else index
+
     def _encode(self, texts: list[str], role: str, *, show_progress: bool = False) -> np.ndarray:
         """Embeddings of `texts` encoded as `role` ("query" or "passage"), with the family's prefix for it."""
-        prefix = self.conventions.query_prefix if role == "query" else self.conventions.passage_prefix
-        vectors = self._encoder.encode(
-            [prefix + text for text in texts] if prefix else texts,
-            batch_size=self.batch_size,
-            show_progress_bar=show_progress,
-            convert_to_numpy=True,
-            normalize_embeddings=self.normalize,
-        )
-        return np.ascontiguousarray(vectors, dtype=np.float32)
+        return encode_texts(self._encoder, texts, role, self.conventions, batch_size=self.batch_size,
+                            normalize=self.normalize, show_progress=show_progress)
 
     def _build_index(self, embeddings: np.ndarray):
         reason = fallback_reason(self.index_kind, len(embeddings))
@@ -362,6 +425,13 @@ class DenseRetriever(BaseRetriever):
             "conventions": self.conventions.to_dict(),
         }
 
+    def save(self, directory: str | Path) -> Path:
+        if self.index_file is not None:
+            raise ValueError(f"this dense retriever searches the prebuilt index {self.index_file} in place; it is "
+                             "not copied into a folder: serve it with `python -m searchrl.retrieval.serve "
+                             "--faiss-index FILE --corpus FILE --retriever-model NAME`")
+        return super().save(directory)
+
     def _save_index(self, directory: Path) -> None:
         self._faiss.write_index(self._cpu_index(), str(directory / INDEX_FILE))
 
@@ -388,6 +458,7 @@ class DenseRetriever(BaseRetriever):
         retriever.device = overrides.get("device")
         retriever.show_progress = overrides.get("show_progress", True)
         retriever.cache_path, retriever.cache_hit = None, False  # a saved folder holds its own index
+        retriever.index_file = None
         retriever._faiss = _import_faiss()
         retriever._encoder = _load_encoder(retriever.model_name_or_path, retriever.device)
         _apply_pooling(retriever._encoder, retriever.conventions.pooling)
@@ -405,4 +476,4 @@ class DenseRetriever(BaseRetriever):
 
 # ivf_list_count is re-exported: callers that size IVF indexes import it from here
 __all__ = ["INDEX_KINDS", "DenseRetriever", "bundled_model_path", "default_cache_dir", "embedding_cache_key",
-           "ivf_list_count"]
+           "encode_texts", "encoder_name", "ivf_list_count"]

@@ -6,6 +6,12 @@ Build an index folder once, then serve it (loopback by default):
     python -m searchrl.retrieval.serve build --corpus synthetic --world-entities 200 --out indexes/world-bm25
     python -m searchrl.retrieval.serve --index indexes/wiki-bm25 --port 8000
 
+or serve a prebuilt faiss index over its passage file in place (Search-R1's wiki-18 release, or one written by
+`searchrl index`; `searchrl.retrieval.prebuilt`):
+
+    python -m searchrl.retrieval.serve --faiss-index e5_Flat.index --corpus wiki-18.jsonl \
+        --retriever-model intfloat/e5-base-v2
+
 and point runs at it with ``retriever: http://127.0.0.1:8000``. The index folder is a saved retriever
 (`BaseRetriever.save`: ``retriever.json`` with kind and options, ``corpus.jsonl``, the kind's index files), so
 `searchrl.retrieval.load_retriever` opens the same folder in-process and answers identically.
@@ -282,7 +288,13 @@ def _serve_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m searchrl.retrieval.serve",
         description="Serve a retrieval index over HTTP (build one first: python -m searchrl.retrieval.serve build).")
-    parser.add_argument("--index", required=True, help="index folder written by `build` (or any saved retriever)")
+    parser.add_argument("--index", help="index folder written by `build` (or any saved retriever)")
+    parser.add_argument("--faiss-index", help="instead of --index: a prebuilt faiss index file (e.g. Search-R1's "
+                                              "e5_Flat.index), searched in place over --corpus")
+    parser.add_argument("--corpus", help="with --faiss-index: the jsonl passage file the index was built over")
+    parser.add_argument("--retriever-model", default="",
+                        help="with --faiss-index: the encoder its vectors came from (as retriever_model, e.g. "
+                             "intfloat/e5-base-v2); default: the bundled all-MiniLM-L6-v2")
     parser.add_argument("--host", default=DEFAULT_HOST, help="address to listen on (default: loopback only)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)
     parser.add_argument("--device", default=None, help="dense retriever: device for the query encoder (cpu, cuda)")
@@ -307,11 +319,23 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"built a {args.retriever} index over {len(corpus)} passages in {out}; serve it with "
               f"python -m searchrl.retrieval.serve --index {out}")
         return
-    args = _serve_parser().parse_args(argv)
+    parser = _serve_parser()
+    args = parser.parse_args(argv)
     overrides: dict[str, Any] = {"show_progress": False}  # searches run inside requests: no bars
     if args.device:
         overrides["device"] = args.device
-    retriever = load_retriever(args.index, **overrides)
+    if bool(args.index) == bool(args.faiss_index):
+        parser.error("give either --index DIR (a folder written by `build`) or --faiss-index FILE with --corpus FILE")
+    if args.faiss_index:
+        if not args.corpus:
+            parser.error("--faiss-index needs --corpus, the passage file the index was built over")
+        from searchrl.data.corpus_file import CorpusFile
+
+        retriever = make_retriever("dense", CorpusFile(args.corpus), index_file=args.faiss_index,
+                                   model_name_or_path=args.retriever_model or None, **overrides)
+        args.index = args.faiss_index
+    else:
+        retriever = load_retriever(args.index, **overrides)
     service = ServiceConfig(**{k: v for k, v in vars(args).items() if k.startswith("service_")})
     print(f"serving {retriever!r} from {args.index} at http://{args.host}:{args.port}", flush=True)
     uvicorn.run(create_app(retriever, service), host=args.host, port=args.port, log_level=args.log_level,

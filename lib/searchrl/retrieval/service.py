@@ -42,7 +42,13 @@ SEARCH_R1_PATH = SEARCH_R1_DEFAULT_PATH
 
 
 def corpus_fingerprint(corpus: Sequence[Doc]) -> str:
-    """A short digest of the passages (ids, titles, texts, in order): equal digests mean the same corpus."""
+    """A short digest of the passages (ids, titles, texts, in order): equal digests mean the same corpus.
+
+    A corpus that carries its own `fingerprint` (a `searchrl.data.corpus_file.CorpusFile`: the file's size, offsets
+    and edges) gives that instead, so a 21M-passage file is not read through to be named."""
+    own = getattr(corpus, "fingerprint", None)
+    if isinstance(own, str) and own:
+        return own
     digest = hashlib.sha256()
     for doc in corpus:
         for part in (doc.id, doc.title, doc.text):
@@ -68,8 +74,8 @@ def service_options(cfg: Any, name: str | None = None) -> dict[str, Any]:
     service retriever (`http://host:port`) takes the run's timeouts and retries (`rollout`) and its client settings
     (`service`); a web search (`web+https://...`) takes those and its own settings (`web`: the WebSearchConfig fields
     a RunConfig carries); a Search-R1 retriever API (`search_r1+http://...`) the first two; the dense retriever its
-    encoder (`retriever_model`, when set); a replay (`replay:...`) its `replay_fallback` and that one's options; BM25
-    none."""
+    encoder (`retriever_model`, when set) and its prebuilt index file (`retriever_index`, when set); a replay
+    (`replay:...`) its `replay_fallback` and that one's options; BM25 none."""
     name = cfg.retriever if name is None else name
     if replay_record(name) is not None:
         fallback = getattr(cfg, "replay_fallback", "")
@@ -78,7 +84,11 @@ def service_options(cfg: Any, name: str | None = None) -> dict[str, Any]:
         return {"rollout": cfg, "service": cfg}
     if is_web_search_name(name):
         return {"rollout": cfg, "service": cfg, "web": cfg}
-    model = getattr(cfg, "retriever_model", "")
-    if model and isinstance(name, str) and retriever_key(name) == "dense":
-        return {"model_name_or_path": model}
-    return {}
+    if not (isinstance(name, str) and retriever_key(name) == "dense"):
+        return {}
+    options: dict[str, Any] = {}
+    if getattr(cfg, "retriever_model", ""):
+        options["model_name_or_path"] = cfg.retriever_model
+    if getattr(cfg, "retriever_index", ""):
+        options["index_file"] = cfg.retriever_index
+    return options
