@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from searchrl.core.files import read_json
+from searchrl.evaluation.protocol import markdown_table
 
 CLAIM_COLUMNS = ("notebook", "paper", "claim", "metric", "better", "worse", "difference", "verdict",
                  "questions", "pairs", "seeds", "per seed", "warning", "run")
@@ -119,20 +120,6 @@ def curve_figures(runs: Sequence[Path]) -> dict[str, Path]:
     """Each run's curves figure (figures/curves.png), by notebook name."""
     return {f"{_notebook_of(r)} ({r.name})": r / "figures" / "curves.png" for r in runs
             if (r / "figures" / "curves.png").exists()}
-
-
-def markdown_table(frame: pd.DataFrame, index: bool = True) -> str:
-    """A GitHub markdown table (numbers to 3 decimals), without pandas' optional tabulate dependency."""
-    frame = frame.reset_index() if index else frame
-
-    def cell(value) -> str:
-        if isinstance(value, float):
-            return "" if pd.isna(value) else f"{value:.3f}"
-        return str(value).replace("|", "\\|").replace("\n", " ")
-
-    rows = [[str(c) for c in frame.columns]] + [[cell(v) for v in row] for row in frame.itertuples(index=False)]
-    lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
-    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows[1:]])
 
 
 LABEL_WIDTH = 60  # characters a claim label is wrapped at
