@@ -171,3 +171,22 @@ def test_an_ablation_table_marks_arms_of_different_protocols(tmp_path, top_ks):
     else:
         assert protocols.difference_note() == "protocols differ in: top_k (3 vs 5)"
         assert list(table["protocol"]) == ["P1", "P2"]
+
+
+def test_the_seeds_report_compares_each_seeds_protocol(tmp_path):
+    from searchrl.analysis.seeds import seed_protocols
+    from searchrl.core.files import write_json
+
+    runs = {}
+    for seed, k in ((0, 3), (1, 3), (2, 5)):
+        runs[seed] = tmp_path / f"seed{seed}"
+        write_json(runs[seed] / "eval" / "table.json", {"rows": [{"stage": "after RL", "F1": 0.3}], "protocols": {}})
+        write_json(runs[seed] / "eval" / "after_RL.json",
+                   {"summary": {}, "protocol": _stamp(RunConfig().replace(top_k=k)).to_dict()})
+    protocols = seed_protocols(runs)
+    assert protocols.difference_note() == "protocols differ in: top_k (3 vs 5)"
+    assert protocols.markers == {"seed 0 / after RL": "P1", "seed 1 / after RL": "P1", "seed 2 / after RL": "P2"}
+    old = tmp_path / "old"  # a run folder from before protocols: a bare list of rows, no protocol block
+    write_json(old / "eval" / "table.json", [{"stage": "after RL", "F1": 0.3}])
+    write_json(old / "eval" / "after_RL.json", {"summary": {}})
+    assert seed_protocols({0: old}).text() == f"protocol: {NOT_RECORDED}"

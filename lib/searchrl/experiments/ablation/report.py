@@ -116,6 +116,14 @@ def arm_tables(runs: Sequence[Path]) -> dict[str, pd.DataFrame]:
     return out
 
 
+def arm_protocol_blocks(runs: Sequence[Path]) -> dict[str, str]:
+    """Each run's arms' evaluation protocols compared, as the markdown block under its arm table, by the names
+    `arm_tables` uses ("protocol: not recorded" for runs made before evaluations recorded one)."""
+    from searchrl.experiments.ablation.tables import arm_protocols
+
+    return {f"{_notebook_of(run)} ({run.name})": arm_protocols(run).markdown() for run in runs}
+
+
 def curve_figures(runs: Sequence[Path]) -> dict[str, Path]:
     """Each run's curves figure (figures/curves.png), by notebook name."""
     return {f"{_notebook_of(r)} ({r.name})": r / "figures" / "curves.png" for r in runs
@@ -187,12 +195,13 @@ def write_report(runs: Sequence[Path], folder: str | Path) -> Path:
     if figure is not None:
         save_figure(figure, folder / "figures" / "claims.png")
         lines += ["![claims](figures/claims.png)", ""]
+    protocols = arm_protocol_blocks(runs)
     for name, table in arm_tables(runs).items():
-        lines += [f"## {name}", "", markdown_table(table), ""]
+        lines += [f"## {name}", "", markdown_table(table), "", protocols.get(name, ""), ""]
     (folder / "report.md").write_text("\n".join(lines), encoding="utf-8")
     (folder / "runs.json").write_text(json.dumps([str(r) for r in runs], indent=2) + "\n", encoding="utf-8")
     return folder / "report.md"
 
 
-__all__ = ["arm_tables", "claims_figure", "claims_table", "curve_figures", "latest_runs", "markdown_table", "resolve_runs",
-           "write_report"]
+__all__ = ["arm_protocol_blocks", "arm_tables", "claims_figure", "claims_table", "curve_figures", "latest_runs",
+           "markdown_table", "resolve_runs", "write_report"]
