@@ -190,3 +190,12 @@ def test_the_seeds_report_compares_each_seeds_protocol(tmp_path):
     write_json(old / "eval" / "table.json", [{"stage": "after RL", "F1": 0.3}])
     write_json(old / "eval" / "after_RL.json", {"summary": {}})
     assert seed_protocols({0: old}).text() == f"protocol: {NOT_RECORDED}"
+
+
+def test_the_type_table_compares_its_stages_protocols(tokenizer):
+    from searchrl.evaluation.type_table import type_table
+
+    after = _evaluate(tokenizer, RolloutConfig(max_completion_tokens=512))
+    no_search = _evaluate(tokenizer, RolloutConfig(max_completion_tokens=512, max_searches=0))
+    table = type_table({"before": after, "after": after, "no search": no_search}, "before", "after", "no search")
+    assert table.attrs["protocols"].difference_note() == "protocols differ in: max_searches (2 vs 0)"
