@@ -53,6 +53,8 @@ def _check_quickstart(run_dir: Path) -> None:
     for stage in ("untrained", "after_RL"):
         summary = json.loads((run_dir / "eval" / f"{stage}.json").read_text())
         assert "f1" in json.dumps(summary)
+        assert summary["protocol"]["protocol"] and summary["protocol"]["n_questions"] >= 1  # how it was measured
+    assert "protocol (" in (run_dir / "eval" / "table.md").read_text()  # the stage table's protocol block
     assert list((run_dir / "trajectories").glob("*.jsonl"))
     # A completed run keeps its final policies and drops what only a resume needs (keep_resume_state: false).
     kept = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
@@ -87,10 +89,13 @@ def _check_eval_benchmarks(run_dir: Path) -> None:
     searches = results[results["metric"] == "searches"].set_index("method")["value"]
     assert searches["naive"] == 0 and searches["rag"] == 1  # rag retrieves once per question, naive never
     for method in ("policy", "naive", "rag"):
-        assert (run_dir / "eval" / "synthetic" / f"{method}.json").exists()
+        saved = json.loads((run_dir / "eval" / "synthetic" / f"{method}.json").read_text())
+        assert saved["protocol"]["questions"] and saved["protocol"]["decoding"] == "greedy"
         assert (run_dir / "trajectories" / "synthetic" / f"{method}.jsonl").exists()
     for layout in ("search_r1_table2", "r1_searcher_table2", "r1_searcher_pp_table1"):
-        assert "| paper |" in (run_dir / "tables" / f"{layout}.md").read_text()  # the paper's own rows
+        shown = (run_dir / "tables" / f"{layout}.md").read_text()
+        assert "| paper |" in shown and "rows 'paper': the paper's own protocol" in shown  # the paper's own rows
+    assert "protocols differ in: " in (run_dir / "tables" / "protocols.md").read_text()  # naive never retrieves
     assert (run_dir / "figures" / "benchmarks_em.png").exists()
 
 
@@ -109,6 +114,7 @@ def _check_ablation(run_dir: Path) -> None:
     cells = [c for c in nbformat.read(str(executed), as_version=4).cells if c.cell_type == "code"]
     curves = [c for c in cells if "ablation.curves(" in c.source]
     assert curves and any("image/png" in o.get("data", {}) for o in curves[0].outputs)
+    assert "protocol" in (run_dir / "eval_table.md").read_text()  # the arms' protocols compared
     table = pd.read_csv(run_dir / "eval_table.csv", index_col=0)
     assert list(table.index) == arms and {"EM", "F1"} <= set(table.columns)
     verdicts = pd.read_csv(run_dir / "verdicts.csv") if claims else pd.DataFrame()

@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from searchrl.core.files import read_json
+from searchrl.evaluation.protocol import stage_rows
 from searchrl.runs.folder import stage_trajectories_path
 
 TYPE_STAGES = ("after cold start", "after RL", "no search")
@@ -56,7 +57,7 @@ def seed_checks(run_dir: Path, before: str = "after cold start", after: str = "a
                 targets: LearningTargets = LearningTargets(), types: pd.DataFrame | None = None) -> dict:
     """One seed's values and checks (a check is None where the run lacks what it needs). `types`: the run's per-type
     table when the caller has it already (else read, or rebuilt, by `run_type_table`)."""
-    rows = read_json(Path(run_dir) / "eval" / "table.json") or []
+    rows = stage_rows(read_json(Path(run_dir) / "eval" / "table.json"))
     cold, rl = _stage(rows, before), _stage(rows, after)
     if types is None:
         types = run_type_table(Path(run_dir))

@@ -13,6 +13,8 @@
                   guessing; `searchrl.analysis.learning_checks`)
   types.csv       per seed and question type: the change cold start -> RL with its paired interval, searches, F1
                   without search and the guessing flag (each run's eval/type_table.json, `searchrl.evaluation.type_table`)
+  protocols.md    every seed's evaluation protocol per stage, compared: what they share and where they differ
+                  ("protocol: not recorded" for runs made before evaluations recorded one)
   runs.json       the run folders, and the seeds that failed
 A seed changes the sampling and the order of the training data, never the questions (those come from world_seed).
 
@@ -33,6 +35,7 @@ import pandas as pd
 
 from searchrl.analysis.learning_checks import run_type_table
 from searchrl.core.files import read_json, write_json
+from searchrl.evaluation.protocol import ProtocolComparison, compare_protocols, protocol_of, stage_rows
 
 # The stages a type table compares, by the file names their trajectories are saved under (`Experiment.evaluate`).
 
@@ -44,7 +47,7 @@ def seed_tables(run_dirs: dict[int, Path]) -> pd.DataFrame:
     """Every seed's stage table (`eval/table.json`) stacked, with a `seed` column; runs without one are left out."""
     frames = []
     for seed, run_dir in run_dirs.items():
-        rows = read_json(Path(run_dir) / "eval" / "table.json")
+        rows = stage_rows(read_json(Path(run_dir) / "eval" / "table.json"))
         if rows:
             frames.append(pd.DataFrame(rows).assign(seed=seed, run=str(run_dir)))
     if not frames:
@@ -56,6 +59,19 @@ def seed_tables(run_dirs: dict[int, Path]) -> pd.DataFrame:
         raise ValueError("none of the runs wrote an evaluation table (eval/table.json), so give run folders of a "
                          "notebook that evaluates its stages (e.g. quickstart) whose runs completed")
     return pd.concat(frames, ignore_index=True)
+
+
+def seed_protocols(run_dirs: dict[int, Path], stages: Sequence[str] | None = None) -> ProtocolComparison:
+    """Every seed's evaluation protocol at each stage (eval/<stage>.json), compared: rows "seed N / stage". Stages
+    default to those of each run's stage table."""
+    stamps = {}
+    for seed, run_dir in run_dirs.items():
+        names = stages if stages is not None else [
+            row["stage"] for row in stage_rows(read_json(Path(run_dir) / "eval" / "table.json")) if "stage" in row]
+        for stage in names:
+            payload = read_json(Path(run_dir) / "eval" / f"{stage.replace(' ', '_')}.json")
+            stamps[f"seed {seed} / {stage}"] = protocol_of(payload)
+    return compare_protocols(stamps)
 
 
 def seed_curves(run_dirs: dict[int, Path]) -> pd.DataFrame:
@@ -164,6 +180,8 @@ def _seed_report(run_dirs: dict[int, Path], folder: Path, failed: Sequence[int])
                                       "failed_seeds": list(failed)})
     tables = seed_tables(run_dirs)
     tables.to_csv(folder / "seeds.csv", index=False)
+    protocols = seed_protocols(run_dirs)
+    (folder / "protocols.md").write_text(protocols.markdown() + "\n", encoding="utf-8")
     curves = seed_curves(run_dirs)
     curves.to_csv(folder / "curves.csv", index=False)
     # a folder made before eval/type_table.json is rebuilt from its trajectories (bootstraps): once per run here
@@ -176,7 +194,7 @@ def _seed_report(run_dirs: dict[int, Path], folder: Path, failed: Sequence[int])
     table = spread(tables, pooled_changes(run_dirs, tables))
     table.to_csv(folder / "spread.csv")
     save_figure(spread_figure(tables), folder / "spread.png")
-    return {"spread": table, "curves": curves, "types": types, "checks": checks}
+    return {"spread": table, "curves": curves, "types": types, "checks": checks, "protocols": protocols}
 
 
 def write_seed_report(run_dirs: dict[int, Path], folder: Path, failed: Sequence[int] = ()) -> pd.DataFrame:
@@ -191,7 +209,7 @@ def report_seeds(run_dirs: dict[int, Path], folder: Path, failed: Sequence[int] 
     from searchrl.analysis.learning_checks import format_checks
 
     report = _seed_report(run_dirs, folder, failed)
-    parts = [f"spread over seeds {sorted(run_dirs)}:", format_spread(report["spread"])]
+    parts = [f"spread over seeds {sorted(run_dirs)}:", format_spread(report["spread"]), report["protocols"].text()]
     if not report["curves"].empty:
         parts.append(format_curves(report["curves"]))
     if not report["types"].empty:
@@ -290,6 +308,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from searchrl.analysis.pooled import format_interval, lever_difference
 
         difference = lever_difference(list(run_dirs.values()), list(against.values()), stage=args.stage)
+        both = {**{f"run {s}": d for s, d in run_dirs.items()}, **{f"against {s}": d for s, d in against.items()}}
+        print(compare_protocols({label: protocol_of(read_json(Path(d) / "eval" / f"{args.stage.replace(' ', '_')}.json"))
+                                 for label, d in both.items()}).text())
         if not difference["questions"]:
             parser.error(f"the runs and --against share no question evaluated at stage {args.stage!r}")
         write_json(folder / "against.json", {"stage": args.stage, "runs": [str(r) for r in run_dirs.values()],
@@ -300,7 +321,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 __all__ = ["format_curves", "format_spread", "format_types", "pooled_changes", "report_seeds", "run_type_table",
-           "seed_curves", "seed_tables", "seed_types", "spread", "spread_figure", "write_seed_report"]
+           "seed_curves", "seed_protocols", "seed_tables", "seed_types", "spread", "spread_figure",
+           "write_seed_report"]
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ import pandas as pd
 
 from searchrl.core.files import atomic_write_text
 from searchrl.data.schema import check_rows
+from searchrl.evaluation.protocol import EvalProtocol, ProtocolComparison, compare_protocols
 from searchrl.metrics.answers import cover_exact_match, exact_match, f1_score
 from searchrl.protocols import get_protocol
 from searchrl.protocols.base import SearchProtocol
@@ -32,7 +33,7 @@ from searchrl.rewards.search_count import has_repeated_query, support_recall
 from searchrl.rollout import RolloutConfig, Trajectory, TurnGenerator
 from searchrl.rollout.loop import rollout_questions
 
-__all__ = ["EvalResult", "completion_text", "evaluate", "score_trajectory", "stage_table"]
+__all__ = ["EvalResult", "completion_text", "evaluate", "score_trajectory", "stage_protocols", "stage_table"]
 
 
 # Columns of `EvalResult.summary()` that are plain means over questions.
@@ -99,10 +100,12 @@ def score_trajectory(row: Mapping, traj: Trajectory, text: str, protocol: Search
 
 @dataclass
 class EvalResult:
-    """Per-question records of one evaluation, with the settings that produced them."""
+    """Per-question records of one evaluation, with the settings that produced them and its protocol (None for an
+    evaluation read back from a file written before protocols were recorded)."""
 
     records: pd.DataFrame
     config: dict[str, Any] = field(default_factory=dict)
+    protocol: EvalProtocol | None = None
 
     def summary(self) -> dict[str, float]:
         """Means over all questions (em, f1, cem, searches, format_ok, answered, model_tokens, ...) and n."""
@@ -140,12 +143,13 @@ class EvalResult:
         return table.loc[order]
 
     def to_json(self, path: str | Path) -> Path:
-        """Write summary, per-type table and config as one JSON file (and the per-knowledge table, when the
-        questions carry knowledge labels)."""
+        """Write summary, per-type table, config and protocol (`searchrl.evaluation.protocol`; null when not
+        recorded) as one JSON file (and the per-knowledge table, when the questions carry knowledge labels)."""
         payload = {
             "summary": self.summary(),
             "by_type": json.loads(self.by_type().to_json(orient="index")),
             "config": self.config,
+            "protocol": self.protocol.to_dict() if self.protocol is not None else None,
         }
         by_knowledge = self.by_knowledge()
         if len(by_knowledge):
@@ -167,6 +171,9 @@ def stage_table(results: Mapping[str, EvalResult]) -> pd.DataFrame:
     "F1 multi-hop" (all questions with more than one hop) when both single- and multi-hop questions are present;
     when questions carry knowledge labels (a synthetic world with a knowledge split), "F1 <label>" and
     "searches/question <label>" for each of internal, external and mixed met; then the F1 change from the previous stage with its paired-bootstrap 95% interval (same questions only).
+    When the stages' protocols differ (a no-search stage's search budget, say), a last column "protocol" marks each
+    row ("P1", "P2", ...). The comparison of the stages' protocols is `table.attrs["protocols"]`
+    (`stage_protocols`): its `text()` / `markdown()` / `html()` is the block shown under the table.
     """
     if not isinstance(results, Mapping) or not results:
         raise ValueError("stage_table needs a non-empty dict {stage name: EvalResult}")
@@ -199,7 +206,16 @@ def stage_table(results: Mapping[str, EvalResult]) -> pd.DataFrame:
     table = pd.DataFrame.from_dict(rows, orient="index")
     table.index.name = "stage"
     _add_paired_intervals(table, results)
+    protocols = stage_protocols(results)
+    if protocols.mixed:
+        table["protocol"] = [protocols.markers.get(stage, "not recorded") for stage in table.index]
+    table.attrs["protocols"] = protocols
     return table
+
+
+def stage_protocols(results: Mapping[str, EvalResult]) -> ProtocolComparison:
+    """The stages' protocols compared: the fields they share, and the ones where they differ."""
+    return compare_protocols({stage: res.protocol for stage, res in results.items()})
 
 
 def paired_change(before: pd.Series, after: pd.Series) -> tuple[float, float, float, int]:
@@ -259,6 +275,7 @@ def evaluate(
     desc: str = "evaluate",
     records_path: str | Path | None = None,
     resume: bool = False,
+    corpus_name: str = "",
 ) -> EvalResult:
     """Roll out the policy on every question (batched, greedy by default) and score each one.
 
@@ -272,6 +289,10 @@ def evaluate(
 
     With `records_path`, each question's record is appended there (JSON lines) as soon as it is scored, so a
     failure keeps what was done; with `resume`, the questions already recorded there are not rolled out again.
+
+    The result's `protocol` records how its numbers were obtained (`searchrl.evaluation.protocol.EvalProtocol`:
+    corpus and index fingerprints, retriever, top-k, question set, metrics, prompt, budgets, decoding);
+    `corpus_name` names the corpus in it.
     """
     rows = check_rows(rows)
     protocol = get_protocol(protocol)
@@ -321,7 +342,9 @@ def evaluate(
         "questions_per_second": round(len(todo) / elapsed, 3) if elapsed > 0 and todo else None,
         "resumed_questions": len(done),
     }
-    return EvalResult(pd.DataFrame(records), settings)
+    stamp = EvalProtocol.build(retriever=retriever, rows=rows, rollout=rollout, protocol=protocol,
+                               tokenizer=tokenizer, chat=chat, greedy=greedy, corpus=corpus_name)
+    return EvalResult(pd.DataFrame(records), settings, stamp)
 
 
 def _recorded(path: str | Path | None, rows: Sequence[Mapping]) -> dict[str, dict[str, Any]]:

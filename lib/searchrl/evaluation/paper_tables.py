@@ -7,10 +7,15 @@ returns the paper's layout (rows = methods, columns = datasets x metrics) with t
 under a ``source`` level, and a caption that spells out how the paper's set-up differs from ours (model size,
 corpus, retriever, top-k, evaluation subsets), since those differences usually explain most of any gap.
 
-    table = paper_table(results, "search_r1_table2", models=["Qwen2.5-3B"], ours=our_settings(cfg))
+    table = paper_table(results, "search_r1_table2", models=["Qwen2.5-3B"], ours=our_settings(cfg),
+                        protocols={"policy / nq": result.protocol})
     table              # renders as HTML in a notebook
     table.frame        # numbers (the paper's units), NaN where a cell is missing
     table.to_markdown()
+
+``protocols`` (our rows' `EvalProtocol`s, by "method / dataset") adds a protocol block under the table: what our
+rows share, where they differ from each other, and how they compare with what the paper states of its own protocol
+(the paper's rows ran under the paper's own protocol; fields it does not state are named as such).
 
 ``results`` columns: method, dataset, metric, value, and optionally n, ci_low, ci_high and model. Our metric
 values are fractions; layouts that print percentages scale them. Layouts are a registry picked by string
@@ -19,6 +24,7 @@ values are fractions; layouts that print percentages scale them. Layouts are a r
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import html
 import math
@@ -31,9 +37,10 @@ import pandas as pd
 
 from searchrl.config.names import layout_key
 from searchrl.core.registry import Registry
+from searchrl.evaluation.protocol import NOT_RECORDED, EvalProtocol, compare_protocols
 
 __all__ = ["LAYOUTS", "MISSING", "PAPER_SETTINGS", "Layout", "PaperTable", "layout_names", "our_settings",
-           "paper_numbers", "paper_table"]
+           "paper_numbers", "paper_protocol", "paper_table"]
 
 NUMBERS_FILE = "paper_numbers.csv"
 MISSING = "–"
@@ -195,20 +202,24 @@ class PaperTable:
     frame: pd.DataFrame  # index (source, model, method); columns (dataset, metric); the paper's units; NaN = none
     cells: pd.DataFrame  # the same cells as text: MISSING where empty, "value [low, high]" where we have intervals
     caption: str
+    protocol: list[str] = dataclasses.field(default_factory=list)  # the protocol block's lines (see paper_table)
 
     def to_markdown(self) -> str:
-        """A pipe table (header "Dataset Metric"), then the caption as a paragraph."""
+        """A pipe table (header "Dataset Metric"), then the caption as a paragraph, then the protocol block."""
         header = list(self.cells.index.names) + [f"{d} {m}" for d, m in self.cells.columns]
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for key, row in self.cells.iterrows():
             lines.append("| " + " | ".join([*map(str, key), *row.tolist()]) + " |")
-        return "\n".join(lines) + "\n\n" + self.caption + "\n"
+        block = "".join(f"{line.strip()}  \n" for line in self.protocol)
+        return "\n".join(lines) + "\n\n" + self.caption + "\n" + (f"\n{block}" if block else "")
 
     def to_html(self) -> str:
-        """The table as HTML with the caption below it."""
+        """The table as HTML with the caption and the protocol block below it."""
         body = self.cells.to_html(na_rep=MISSING, escape=True, border=0)
+        block = "<br>".join(html.escape(line.strip()) for line in self.protocol)
         return (f'<figure class="searchrl-paper-table">{body}'
-                f"<figcaption>{html.escape(self.caption)}</figcaption></figure>")
+                f"<figcaption>{html.escape(self.caption)}"
+                + (f'<div class="searchrl-protocol">{block}</div>' if block else "") + "</figcaption></figure>")
 
     def _repr_html_(self) -> str:
         return self.to_html()
@@ -236,14 +247,17 @@ def our_settings(config: Any) -> dict[str, str]:
 
 
 def paper_table(results: pd.DataFrame | None, layout: str, *, models: Sequence[str] | None = None,
-                ours: Mapping[str, Any] | None = None, label: str = "searchrl") -> PaperTable:
+                ours: Mapping[str, Any] | None = None, label: str = "searchrl",
+                protocols: Mapping[str, EvalProtocol | None] | None = None) -> PaperTable:
     """The paper's table named by ``layout`` with our ``results`` as extra rows (source level ``label``).
 
     ``results``: tidy frame with columns method, dataset, metric, value (fractions; searches per question), and
     optionally n, ci_low, ci_high (shown as "value [low, high]") and model. Rows whose dataset or metric the
     layout does not show are left out. ``models`` keeps only those model blocks of the paper (e.g.
     ``["Qwen2.5-3B"]``). ``ours`` is our set-up (keys as in ``PAPER_SETTINGS``, e.g. from :func:`our_settings`):
-    the caption names every setting where the paper's differs.
+    the caption names every setting where the paper's differs. ``protocols``: our rows' protocols by "method /
+    dataset" (None: not recorded), compared with each other and with the paper's stated protocol
+    (:func:`paper_protocol`) in the block under the table.
     """
     spec = LAYOUTS.get(layout)
     if not isinstance(spec, Layout):
@@ -255,7 +269,42 @@ def paper_table(results: pd.DataFrame | None, layout: str, *, models: Sequence[s
     frame = frame.reindex(columns=spec.columns())
     cells = _cells(spec, frame, interval)
     caption = _caption(spec, ours, sizes, label)
-    return PaperTable(layout=spec, frame=frame, cells=cells, caption=caption)
+    block = _protocol_block(spec, protocols, label) if protocols is not None else []
+    return PaperTable(layout=spec, frame=frame, cells=cells, caption=caption, protocol=block)
+
+
+# The protocol fields a paper's experimental section states (our `EvalProtocol` names -> its PAPER_SETTINGS key).
+_PAPER_PROTOCOL_KEYS = {"corpus": "corpus", "retriever": "retriever", "top_k": "top_k", "questions": "eval_sets",
+                        "metrics": "metric"}
+
+
+def paper_protocol(paper: str) -> dict[str, str]:
+    """What a paper states of the protocol behind its printed numbers, in `EvalProtocol.describe()`'s field names
+    (from `PAPER_SETTINGS`); fields it does not state are left out."""
+    settings = PAPER_SETTINGS[paper]
+    return {name: settings[key] for name, key in _PAPER_PROTOCOL_KEYS.items() if settings.get(key)}
+
+
+def _protocol_block(spec: Layout, protocols: Mapping[str, EvalProtocol | None], label: str) -> list[str]:
+    """Our rows' protocols (shared fields, where they differ, markers), then the paper's against ours."""
+    ours = compare_protocols(protocols)
+    lines = [f"rows '{label}': " + line if i == 0 else line for i, line in enumerate(ours.lines())]
+    stated = paper_protocol(spec.paper)
+    lines.append(f"rows '{SOURCE_PAPER}': the paper's own protocol, as its experimental section states it: "
+                 + "; ".join(f"{k} {v}" for k, v in stated.items()))
+    differ = []
+    for name, theirs in stated.items():
+        mine = ours.shared.get(name)
+        if mine is None and name in ours.differ:
+            mine = " / ".join(dict.fromkeys(ours.differ[name].values()))
+        if mine is not None and mine != NOT_RECORDED and str(mine).strip().lower() != theirs.strip().lower():
+            differ.append(f"{name} (paper {theirs}; ours {mine})")
+    if differ:
+        lines.append(f"rows '{SOURCE_PAPER}' and '{label}' differ in: " + ", ".join(differ))
+    unstated = [name for name in (ours.shared | ours.differ) if name not in stated]
+    if unstated:
+        lines.append(f"not stated by the paper: {', '.join(unstated)}")
+    return lines
 
 
 def _paper_rows(spec: Layout, models: Sequence[str] | None) -> pd.DataFrame:

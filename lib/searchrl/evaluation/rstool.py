@@ -33,6 +33,7 @@ import yaml
 from searchrl.config.evidence import AUTO, POLICY, answerer_problem, split_tool_argument, tool_argument_problem
 from searchrl.data.schema import check_rows
 from searchrl.evaluation.evaluate import EvalResult, completion_text, score_trajectory
+from searchrl.evaluation.protocol import EvalProtocol
 from searchrl.metrics.scoring import metric
 from searchrl.protocols import get_protocol
 from searchrl.protocols.base import SearchProtocol
@@ -144,7 +145,9 @@ def evidence_tool(
         "seconds": round(elapsed, 2),
         "questions_per_second": round(len(rows) / elapsed, 3) if elapsed > 0 else None,
     }
-    return EvalResult(pd.DataFrame(records), config)
+    stamp = EvalProtocol.build(retriever=retriever, rows=rows, rollout=rollout, protocol=protocol, tokenizer=tokenizer,
+                               chat=chat, metrics=names, answerer=config["answerer"])
+    return EvalResult(pd.DataFrame(records), config, stamp)
 
 
 def tool_record(row: Mapping, scored: dict[str, Any], protocol: SearchProtocol, scorers: Mapping[str, Any], *,

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from searchrl.evaluation.evaluate import paired_change
+from searchrl.evaluation.protocol import compare_protocols
 
 ALL = "all"
 # The overall change once the types flagged as gained by guessing are left out (a row only when any is flagged).
@@ -46,6 +47,8 @@ def type_table(results: Mapping, before: str, after: str, no_search: str | None 
     and searches/question at both stages, format-valid rate after, "ΔF1" with its paired 95% interval and the
     number of paired questions; with `no_search`: "F1 no search", "search gain" (after minus no search) with its
     paired interval, and "gained by guessing" (F1 rose, yet the search gain's interval reaches 0); and "verdict".
+    The stages' protocols compared (`searchrl.evaluation.protocol`) are `table.attrs["protocols"]`: the no-search
+    stage differs in max_searches, as it should.
     """
     if not results:
         raise ValueError("type_table needs a non-empty dict {stage name: EvalResult}")
@@ -87,4 +90,6 @@ def type_table(results: Mapping, before: str, after: str, no_search: str | None 
         rows[WITHOUT_GUESSED] = row_of(lambda f: f[~f["qtype"].isin(guessed)])
     table = pd.DataFrame.from_dict(rows, orient="index")
     table.index.name = "qtype"
+    stages = (before, after) + ((no_search,) if no_search else ())
+    table.attrs["protocols"] = compare_protocols({s: getattr(results[s], "protocol", None) for s in stages})
     return table

@@ -4,6 +4,7 @@
     results = suite.run()                  # tidy frame: method, dataset, metric, value, n, ci_low, ci_high
     suite.table()                          # one row per method, one column per (dataset, metric)
     suite.paper_tables()                   # our rows beside the papers' own numbers, in their layouts
+    suite.protocols()                      # every row's protocol: what they share, where they differ
 
 Every method (a search policy or a baseline from `searchrl.evaluation.baselines`) is scored on the same questions with the
 same metrics, so one table holds them all, and every cell carries a bootstrap interval over questions. The
@@ -149,7 +150,8 @@ class EvalSuite:
     # ---- running ----------------------------------------------------------------------------------------------
 
     def run(self) -> pd.DataFrame:
-        """Evaluate every method on every benchmark; returns (and saves as results.csv) the tidy results."""
+        """Evaluate every method on every benchmark; returns (and saves as results.csv) the tidy results, and
+        prints (and saves as tables/protocols.md) how the rows' protocols compare."""
         from searchrl.models import load_policy
 
         cfg = self.cfg
@@ -175,6 +177,7 @@ class EvalSuite:
         gc.collect()
         frame = self.tidy()
         frame.to_csv(self.run_dir / "results.csv", index=False)
+        print(self.protocols().text())
         return frame
 
     def _evaluate_policy(self, bench: str, label: str, model, protocol: str, retriever, rows) -> None:
@@ -188,7 +191,7 @@ class EvalSuite:
         result = evaluate(model, self.tokenizer, protocol, retriever, rows, rollout=rollout,
                           greedy=rollout.temperature == 0, batch_size=self.cfg.eval_batch_size,
                           chat=self.cfg.chat_prompt, desc=f"{bench}: {label}", records_path=records,
-                          resume=self.cfg.resume)
+                          resume=self.cfg.resume, corpus_name=self._corpus_name(bench))
         self._finish_result(bench, label, result)
 
     def _evaluate_baseline(self, bench: str, baseline: str, model, retriever, rows) -> None:
@@ -199,7 +202,7 @@ class EvalSuite:
             self.results[(bench, baseline)] = finished  # their own, and some take the better part of an hour)
             print(f"{bench}: {baseline} already scored in this run; kept")
             return
-        try:
+        try:  # baselines decode greedily
             result = evaluate_baseline(baseline, model, self.tokenizer, retriever, rows,
                                        rollout=self.cfg.eval_rollout_config(), batch_size=self.cfg.eval_batch_size,
                                        chat=self.cfg.chat_prompt, desc=f"{bench}: {baseline}")
@@ -208,8 +211,11 @@ class EvalSuite:
             return
         self._finish_result(bench, baseline, result)
 
+    def _corpus_name(self, bench: str) -> str:
+        return self.cfg.corpus or f"{bench} (its default corpus)"
+
     def _finish_result(self, bench: str, method: str, result) -> None:
-        """Add the run's extra metrics and judge verdicts to the records, then save them."""
+        """Add the run's extra metrics and judge verdicts to the records (and to its protocol), then save them."""
         from searchrl.metrics.scoring import metric
 
         records = result.records
@@ -222,6 +228,10 @@ class EvalSuite:
             from searchrl.judge import score_records
 
             score_records(records, judge, cache=self.run_dir / "judge_cache.jsonl", desc=f"judge: {bench} {method}")
+        if result.protocol is not None:
+            judged = [f"judge:{self.cfg.judge}"] if judge is not None else []
+            result.protocol = result.protocol.with_metrics([*self.cfg.eval_metrics, *judged]).replace(
+                corpus=result.protocol.corpus or self._corpus_name(bench))
         result.to_json(self.run_dir / "eval" / bench / f"{_slug(method)}.json")
         result.trajectories_jsonl(self.run_dir / "trajectories" / bench / f"{_slug(method)}.jsonl")
         self.results[(bench, method)] = result
@@ -232,6 +242,7 @@ class EvalSuite:
         import json
 
         from searchrl.evaluation.evaluate import EvalResult
+        from searchrl.evaluation.protocol import protocol_of
 
         summary = self.run_dir / "eval" / bench / f"{_slug(method)}.json"
         records = self.run_dir / "trajectories" / bench / f"{_slug(method)}.jsonl"
@@ -239,12 +250,12 @@ class EvalSuite:
             return None
         try:
             frame = pd.read_json(records, lines=True, dtype={"id": str})
-            config = json.loads(summary.read_text(encoding="utf-8")).get("config", {})
+            payload = json.loads(summary.read_text(encoding="utf-8"))
         except ValueError:  # a file cut short by a kill: score the method again
             return None
         if list(frame.get("id", [])) != [str(row.get("id", "")) for row in rows]:
             return None
-        return EvalResult(records=frame, config=config)
+        return EvalResult(records=frame, config=payload.get("config", {}), protocol=protocol_of(payload))
 
     def judge(self):
         """The LLM judge named by `judge` (None when off), built once."""
@@ -323,8 +334,21 @@ class EvalSuite:
             frame.to_csv(self.run_dir / "tool_summary.csv", index=False)
         return frame
 
+    def protocols(self):
+        """Every (method, benchmark) evaluation's protocol compared (`searchrl.evaluation.protocol`): the fields
+        they share, and where they differ, with a marker per row; saved as tables/protocols.md."""
+        from searchrl.evaluation.protocol import compare_protocols
+
+        comparison = compare_protocols({f"{method} / {bench}": result.protocol
+                                        for (bench, method), result in self.results.items()})
+        folder = self.run_dir / "tables"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "protocols.md").write_text(comparison.markdown() + "\n", encoding="utf-8")
+        return comparison
+
     def paper_tables(self) -> dict[str, Any]:
-        """Our results in each layout of `paper_layouts`, beside the papers' numbers; saved as markdown and HTML."""
+        """Our results in each layout of `paper_layouts`, beside the papers' numbers, with the protocols of our rows
+        against the paper's; saved as markdown and HTML."""
         from searchrl.evaluation.paper_tables import LAYOUTS, our_settings, paper_table
 
         frame = self.tidy()
@@ -338,7 +362,10 @@ class EvalSuite:
             if fits.empty:
                 print(f"{layout}: none of this run's benchmarks ({', '.join(self.cfg.benchmarks)}) is a column of "
                       "the paper's table, so it shows the paper's rows only")
-            table = paper_table(fits if len(fits) else None, layout, ours=our_settings(self.cfg), label="searchrl")
+            shown = {f"{method} / {bench}": result.protocol for (bench, method), result in self.results.items()
+                     if spec.dataset_label(bench) is not None}
+            table = paper_table(fits if len(fits) else None, layout, ours=our_settings(self.cfg), label="searchrl",
+                                protocols=shown)
             (folder / f"{layout}.md").write_text(table.to_markdown())
             (folder / f"{layout}.html").write_text(table.to_html())
             out[layout] = table

@@ -1,7 +1,9 @@
 """An experiment's evaluations: greedy rollouts on the held-out questions per stage, and the tables built from them.
 
-Each method writes what it produced into the run folder (eval/<stage>.json, the stage's trajectories, eval/table.json,
-eval/type_table.json, eval/checks.json).
+Each method writes what it produced into the run folder (eval/<stage>.json, the stage's trajectories, eval/table.json
+and eval/table.md, eval/type_table.json, eval/checks.json). Every evaluation JSON carries its protocol (corpus,
+retriever, top-k, questions, metrics, prompt, budgets, decoding: `searchrl.evaluation.protocol`), and the stage table
+the stages' protocols: the fields they share, and where they differ.
 """
 
 from __future__ import annotations
@@ -13,7 +15,14 @@ from searchrl.experiments.experiment_figures import _show
 from searchrl.runs.folder import stage_trajectories_path
 from searchrl.runs.memory import measured
 
-__all__ = ["ExperimentEvaluation"]
+__all__ = ["ExperimentEvaluation", "corpus_label"]
+
+
+def corpus_label(cfg) -> str:
+    """The corpus a run searches, by name: the synthetic world and its seed, or the corpus file."""
+    if cfg.dataset == "synthetic":
+        return f"synthetic world (world_seed {cfg.world_seed}, {cfg.world_entities} entities)"
+    return str(cfg.corpus)
 
 
 class ExperimentEvaluation:
@@ -21,14 +30,13 @@ class ExperimentEvaluation:
     it reads (cfg, run_dir, protocol, retriever, tokenizer, the question rows, results, history)."""
 
     def evaluate(self, model, stage: str, *, max_searches: int | None = None, n_questions: int = 0):
-        """Search rollouts on the evaluation questions, decoded as `eval_decoding` says (greedy by default); saves
+        """Search rollouts on the evaluation questions, decoded as `searchrl.config.eval_decoding` says (greedy by default); saves
         eval/<stage>.json and trajectories.
         `max_searches` overrides the run's search budget for this stage only (0: answer without searching);
         `n_questions` > 0 evaluates only the first that many questions (the notebooks pass `n_eval_untrained`)."""
         import dataclasses
 
         from searchrl.evaluation.evaluate import evaluate
-
         cfg = self.cfg
         rollout = cfg.eval_rollout_config()  # `evaluate` itself stops at a retriever outage, whatever the run allows
         if max_searches is not None:
@@ -41,7 +49,7 @@ class ExperimentEvaluation:
                               rollout=rollout, greedy=rollout.temperature == 0, batch_size=cfg.eval_batch_size,
                               chat=cfg.chat_prompt,
                               desc=f"evaluate: {stage}", records_path=stage_trajectories_path(self.run_dir, stage),
-                              resume=cfg.resume)
+                              resume=cfg.resume, corpus_name=corpus_label(cfg))
         result.to_json(self.run_dir / "eval" / f"{slug}.json")
         result.trajectories_jsonl(stage_trajectories_path(self.run_dir, stage))
         self.results[stage] = result
@@ -57,10 +65,22 @@ class ExperimentEvaluation:
         return self.evaluate(model, stage, max_searches=0)
 
     def stage_table(self) -> pd.DataFrame:
+        """The stage table (`searchrl.evaluation.evaluate.stage_table`), saved as eval/table.json (its rows, each
+        stage's protocol and their comparison) and eval/table.md (the table with its protocol block under it); the
+        protocol block is printed."""
         from searchrl.evaluation.evaluate import stage_table
+        from searchrl.evaluation.protocol import markdown_table
 
         table = stage_table(self.results)
-        write_json(self.run_dir / "eval" / "table.json", table.reset_index().to_dict("records"))
+        protocols = table.attrs["protocols"]
+        write_json(self.run_dir / "eval" / "table.json", {
+            "rows": table.reset_index().to_dict("records"),
+            "protocols": {stage: res.protocol.to_dict() if res.protocol is not None else None
+                          for stage, res in self.results.items()},
+            "protocol_comparison": protocols.to_dict()})
+        (self.run_dir / "eval" / "table.md").write_text(markdown_table(table) + "\n\n" + protocols.markdown() + "\n",
+                                                        encoding="utf-8")
+        print(protocols.text())
         return table
 
     def type_table(self, before: str = "after cold start", after: str = "after RL",

@@ -57,7 +57,9 @@ def summarize(run_dir: Path) -> str:
 
 def result_table(run_dir: Path) -> str | None:
     """The run's stage table (eval/table.json) as text, the headline numbers first; None when there is none."""
-    rows = read_json(run_dir / "eval" / "table.json")
+    from searchrl.evaluation.protocol import stage_rows
+
+    rows = stage_rows(read_json(run_dir / "eval" / "table.json"))
     if not rows:
         return None
     import pandas as pd

@@ -19,6 +19,7 @@ import pandas as pd
 
 from searchrl.core.progress import progress_bar
 from searchrl.evaluation.evaluate import EvalResult
+from searchrl.evaluation.protocol import EvalProtocol
 from searchrl.rollout import HFTurnGenerator, RolloutConfig, TurnGenerator
 
 
@@ -114,9 +115,11 @@ class BaselineRun:
             bar.set_postfix({**self._scores, "now": text})
 
     def result(self, records: list[dict], *, protocol: str, rollout: RolloutConfig, started: float,
-               **settings: Any) -> EvalResult:
-        """The `EvalResult`: records in row order, and the settings that produced them (as `evaluate` records
-        them, plus the baseline's name and its own options)."""
+               prompt: str = "", **settings: Any) -> EvalResult:
+        """The `EvalResult`: records in row order, the settings that produced them (as `evaluate` records
+        them, plus the baseline's name and its own options) and its protocol stamp. `prompt`: the baseline's
+        instruction text, fingerprinted (default: its name and options). A `top_k` of None in `settings` says the
+        baseline did not retrieve."""
         elapsed = time.perf_counter() - started
         config = {
             "baseline": self.name,
@@ -132,7 +135,14 @@ class BaselineRun:
             "seconds": round(elapsed, 2),
             "questions_per_second": round(len(self.rows) / elapsed, 3) if elapsed > 0 else None,
         }
-        return EvalResult(pd.DataFrame(records), config)
+        retrieves = settings.get("top_k", rollout.top_k) is not None
+        stamp = EvalProtocol.build(
+            retriever=self.retriever if retrieves else None, rows=self.rows,
+            rollout=rollout if retrieves else rollout.replace(max_searches=0), protocol=protocol, chat=self.chat,
+            prompt=prompt or repr((self.name, sorted(settings.items(), key=str))), baseline=self.name)
+        if not retrieves:
+            stamp = stamp.replace(top_k=None)
+        return EvalResult(pd.DataFrame(records), config, stamp)
 
 
 @contextlib.contextmanager

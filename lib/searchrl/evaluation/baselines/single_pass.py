@@ -55,7 +55,8 @@ def single_pass(run: BaselineRun, *, instruction: str, retrieve: bool, default_t
                     traj.empty_results += not docs
                 records.append(score_trajectory(row, traj, completion_text(traj, run.tokenizer), fmt))
     return run.result(records, protocol=fmt.name, rollout=rollout, started=started, max_new_tokens=tokens,
-                      top_k=run.top_k if retrieve else None)
+                      top_k=run.top_k if retrieve else None, prompt=render_prompt(
+                          run.tokenizer, [(f"{instruction}\n\n{{question}}", None)], chat=run.chat))
 
 
 def naive(run: BaselineRun) -> EvalResult:

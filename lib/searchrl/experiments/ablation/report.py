@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from searchrl.core.files import read_json
+from searchrl.evaluation.protocol import markdown_table
 
 CLAIM_COLUMNS = ("notebook", "paper", "claim", "metric", "better", "worse", "difference", "verdict",
                  "questions", "pairs", "seeds", "per seed", "warning", "run")
@@ -115,24 +116,18 @@ def arm_tables(runs: Sequence[Path]) -> dict[str, pd.DataFrame]:
     return out
 
 
+def arm_protocol_blocks(runs: Sequence[Path]) -> dict[str, str]:
+    """Each run's arms' evaluation protocols compared, as the markdown block under its arm table, by the names
+    `arm_tables` uses ("protocol: not recorded" for runs made before evaluations recorded one)."""
+    from searchrl.experiments.ablation.tables import arm_protocols
+
+    return {f"{_notebook_of(run)} ({run.name})": arm_protocols(run).markdown() for run in runs}
+
+
 def curve_figures(runs: Sequence[Path]) -> dict[str, Path]:
     """Each run's curves figure (figures/curves.png), by notebook name."""
     return {f"{_notebook_of(r)} ({r.name})": r / "figures" / "curves.png" for r in runs
             if (r / "figures" / "curves.png").exists()}
-
-
-def markdown_table(frame: pd.DataFrame, index: bool = True) -> str:
-    """A GitHub markdown table (numbers to 3 decimals), without pandas' optional tabulate dependency."""
-    frame = frame.reset_index() if index else frame
-
-    def cell(value) -> str:
-        if isinstance(value, float):
-            return "" if pd.isna(value) else f"{value:.3f}"
-        return str(value).replace("|", "\\|").replace("\n", " ")
-
-    rows = [[str(c) for c in frame.columns]] + [[cell(v) for v in row] for row in frame.itertuples(index=False)]
-    lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
-    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows[1:]])
 
 
 LABEL_WIDTH = 60  # characters a claim label is wrapped at
@@ -200,12 +195,13 @@ def write_report(runs: Sequence[Path], folder: str | Path) -> Path:
     if figure is not None:
         save_figure(figure, folder / "figures" / "claims.png")
         lines += ["![claims](figures/claims.png)", ""]
+    protocols = arm_protocol_blocks(runs)
     for name, table in arm_tables(runs).items():
-        lines += [f"## {name}", "", markdown_table(table), ""]
+        lines += [f"## {name}", "", markdown_table(table), "", protocols.get(name, ""), ""]
     (folder / "report.md").write_text("\n".join(lines), encoding="utf-8")
     (folder / "runs.json").write_text(json.dumps([str(r) for r in runs], indent=2) + "\n", encoding="utf-8")
     return folder / "report.md"
 
 
-__all__ = ["arm_tables", "claims_figure", "claims_table", "curve_figures", "latest_runs", "markdown_table", "resolve_runs",
-           "write_report"]
+__all__ = ["arm_protocol_blocks", "arm_tables", "claims_figure", "claims_table", "curve_figures", "latest_runs",
+           "markdown_table", "resolve_runs", "write_report"]

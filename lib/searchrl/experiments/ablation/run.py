@@ -24,6 +24,7 @@ import pandas as pd
 
 from searchrl.config import BOOKKEEPING_SETTINGS, COMPUTE_ONLY_SETTINGS, ConfigError, RunConfig, measured_changes
 from searchrl.core.files import read_json, save_figure, write_json
+from searchrl.evaluation.protocol import markdown_table
 from searchrl.experiments.ablation.arms import (
     Arm,
     arm_config,
@@ -46,7 +47,7 @@ from searchrl.experiments.ablation.layout import (
     trained_policy,
     weights_sha256,
 )
-from searchrl.experiments.ablation.tables import arm_table, read_records, split_table
+from searchrl.experiments.ablation.tables import arm_protocols, arm_table, mark_protocols, read_records, split_table
 from searchrl.experiments.ablation.verdict import Claim, parse_claims, verdict_table
 from searchrl.experiments.ablation.work import ArmWork, ExperimentWork
 from searchrl.runs.checkpoints import drop_resume_state, last_complete_checkpoint
@@ -218,10 +219,18 @@ class Ablation:
 
     def table(self) -> pd.DataFrame:
         """Per arm: EM, F1, searches/question and response tokens, mean over seeds with bootstrap intervals over
-        the questions of every seed; saved as eval_table.csv and .json."""
-        table = arm_table(read_records(self.run_dir, [a.name for a in self.arms]), arms=[a.name for a in self.arms])
+        the questions of every seed; saved as eval_table.csv and .json, and with the arms' evaluation protocols compared
+        (a "protocol" column marks each arm when they differ, as a top_k arm does) as eval_table.md and
+        eval_protocols.json."""
+        names = [a.name for a in self.arms]
+        protocols = arm_protocols(self.run_dir, names)
+        table = mark_protocols(arm_table(read_records(self.run_dir, names), arms=names), protocols)
         table.to_csv(self.run_dir / "eval_table.csv")
         write_json(self.run_dir / "eval_table.json", table.reset_index().to_dict("records"))
+        write_json(self.run_dir / "eval_protocols.json", protocols.to_dict())
+        (self.run_dir / "eval_table.md").write_text(markdown_table(table) + "\n\n" + protocols.markdown() + "\n",
+                                                    encoding="utf-8")
+        print(protocols.text())
         return table
 
     def table_by(self, column: str = "knowledge") -> pd.DataFrame:

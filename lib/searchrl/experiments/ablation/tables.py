@@ -14,8 +14,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from searchrl.core.files import read_json
 from searchrl.core.stats import bootstrap_mean
-from searchrl.experiments.ablation.layout import finished_arm_folders, records_path
+from searchrl.evaluation.protocol import ProtocolComparison, compare_protocols, protocol_of
+from searchrl.experiments.ablation.layout import EVAL_SLUG, finished_arm_folders, records_path
 
 # Per-question record column -> table column. Response length counts generated tokens (retrieved ones excluded).
 TABLE_METRICS = {"em": "EM", "f1": "F1", "cem": "CEM", "searches": "searches/question",
@@ -69,7 +71,33 @@ def arm_table(records: pd.DataFrame, arms: Sequence[str] | None = None, *, confi
     return pd.DataFrame(rows).set_index("arm")
 
 
-__all__ = ["TABLE_METRICS", "arm_table", "read_records", "split_table"]
+__all__ = ["TABLE_METRICS", "arm_protocols", "arm_table", "mark_protocols", "read_records", "split_table"]
+
+
+def arm_protocols(run_dir: str | Path, arms: Sequence[str] | None = None) -> ProtocolComparison:
+    """The evaluation protocol of every finished arm and seed (its eval/after_RL.json), compared: rows "arm seedN",
+    in `arms` order (default: every finished arm); an arm evaluated before protocols were recorded counts as not
+    recorded."""
+    found = finished_arm_folders(Path(run_dir))
+    order = list(arms) if arms is not None else list(dict.fromkeys(arm for arm, _ in found))
+    stamps = {}
+    for arm in order:
+        for (name, seed), folder in sorted(found.items()):
+            if name == arm:
+                stamps[f"{arm} seed{seed}"] = protocol_of(read_json(folder / "eval" / f"{EVAL_SLUG}.json"))
+    return compare_protocols(stamps)
+
+
+def mark_protocols(table: pd.DataFrame, protocols: ProtocolComparison) -> pd.DataFrame:
+    """`table` (one row per arm) with a last column "protocol" naming each arm's protocol markers (over its seeds)
+    when the arms' protocols differ; unchanged when they agree."""
+    if not protocols.mixed:
+        return table
+    marks = {}
+    for label, marker in protocols.markers.items():
+        arm = label.rsplit(" seed", 1)[0]
+        marks.setdefault(arm, []).append(marker)
+    return table.assign(protocol=["/".join(dict.fromkeys(marks.get(arm, ["not recorded"]))) for arm in table.index])
 
 
 def split_table(records: pd.DataFrame, column: str, arms: Sequence[str] | None = None) -> pd.DataFrame:
