@@ -100,3 +100,21 @@ def test_the_setting_is_a_rollout_setting():
     assert RolloutConfig().max_observation_tokens == 0
     with pytest.raises(Exception, match="max_observation_tokens"):
         RolloutConfig(max_observation_tokens=-1)
+
+
+@pytest.mark.parametrize("limit", [0, 20, 30])
+def test_a_written_demonstration_is_cut_as_the_rollout_is(tokenizer, limit):
+    """The cold start's templated observations are cut by the same rule, so SFT shows the blocks RL will show."""
+    from searchrl.data.tokenize import IGNORE_INDEX, tokenize_sft
+
+    (traj,), _, retriever = _run(tokenizer, [SCRIPT], top_k=3, max_observation_tokens=limit)
+    protocol = MiniProtocol()
+    observation = protocol.format_observation(retriever.docs[2:3] + retriever.docs[0:2])
+    item = {"prompt": "question 0", "segments": [(SCRIPT[0], True), (observation, False), (SCRIPT[1], True)]}
+    row = tokenize_sft([item], tokenizer, max_observation_tokens=limit,
+                       observation_frame=protocol.observation_frame())[0]
+    prompt = len(_encode(tokenizer, "question 0"))
+    completion = row["input_ids"][prompt:prompt + len(traj.completion_ids)]
+    assert completion == traj.completion_ids  # token for token what the engine appended, cut or not
+    masked = [label == IGNORE_INDEX for label in row["labels"][prompt:prompt + len(traj.completion_ids)]]
+    assert masked == [m == 0 for m in traj.env_mask]

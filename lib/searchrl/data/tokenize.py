@@ -9,12 +9,31 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from datasets import Dataset
+if TYPE_CHECKING:
+    from datasets import Dataset
 
 logger = logging.getLogger(__name__)
 
 IGNORE_INDEX = -100  # label value the loss skips (transformers and TRL convention)
+
+
+def cut_observation(text: str, encode, limit: int, frame: tuple[str, str]) -> tuple[list[int], bool]:
+    """(the tokens of observation `text`, whether they were cut): at most `limit` tokens (0: no limit), cut inside
+    the protocol's `frame` (the text before and after the documents, e.g. "<information>" and "</information>") so
+    the block still closes. `encode` tokenizes a piece the way the rollout engine appends it. Rollouts and the cold
+    start's demonstrations both cut here, so a cold start shows the model the same observations RL will.
+    """
+    ids = encode(text)
+    if not limit or len(ids) <= limit:
+        return ids, False
+    head, tail = frame
+    head_ids, tail_ids = encode(head), encode(tail)
+    room = limit - len(head_ids) - len(tail_ids)
+    if room <= 0 or not (text.startswith(head) and text.endswith(tail)) or len(text) < len(head) + len(tail):
+        return ids[:limit], True  # no room inside the tags (or a protocol that frames otherwise): cut the block itself
+    return head_ids + encode(text[len(head): len(text) - len(tail)])[:room] + tail_ids, True
 
 
 def _ids(tokenizer, text: str) -> list[int]:
@@ -23,8 +42,9 @@ def _ids(tokenizer, text: str) -> list[int]:
     return tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
-def _item_tokens(item: Mapping, tokenizer) -> tuple[list[int], list[int]]:
-    """(input_ids, labels) of one item, before the EOS and truncation."""
+def _item_tokens(item: Mapping, tokenizer, max_observation_tokens: int = 0,
+                 observation_frame: tuple[str, str] = ("", "")) -> tuple[list[int], list[int]]:
+    """(input_ids, labels) of one item, before the EOS and truncation; written observations cut as rollouts cut them."""
     if "completion_ids" in item:
         prompt = list(item.get("prompt_ids") or _ids(tokenizer, item["prompt"]))
         completion, mask = list(item["completion_ids"]), list(item["env_mask"])
@@ -40,19 +60,29 @@ def _item_tokens(item: Mapping, tokenizer) -> tuple[list[int], list[int]]:
     ids = _ids(tokenizer, item["prompt"])
     labels = [IGNORE_INDEX] * len(ids)
     for text, trainable in item["segments"]:
-        piece = _ids(tokenizer, text)
+        if trainable:
+            piece = _ids(tokenizer, text)
+        else:
+            piece, _ = cut_observation(text, lambda t: _ids(tokenizer, t), max_observation_tokens, observation_frame)
         ids += piece
         labels += piece if trainable else [IGNORE_INDEX] * len(piece)
     return ids, labels
 
 
-def tokenize_sft(items: Sequence[Mapping], tokenizer, max_length: int = 1024) -> Dataset:
+def tokenize_sft(items: Sequence[Mapping], tokenizer, max_length: int = 1024, *, max_observation_tokens: int = 0,
+                 observation_frame: tuple[str, str] = ("", "")) -> Dataset:
     """Items -> a Dataset of input_ids, attention_mask and labels.
+
+    With `max_observation_tokens` > 0, each written observation (a segment that is not trained) is cut as the rollout
+    engine cuts retrieved documents (`cut_observation`, inside `observation_frame`: the protocol's text around the
+    documents), so the demonstrations show what RL's rollouts will show. Sampled items were cut when they were sampled.
 
     labels = -100 on the prompt and on non-trainable (retrieved) tokens; the EOS closing every item is trained, so
     the model learns to stop after its answer. Items longer than `max_length` tokens are dropped (with a warning)
     rather than cut: a cut trajectory would teach a half answer.
     """
+    from datasets import Dataset
+
     if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Sequence) or not items:
         raise ValueError("tokenize_sft needs a non-empty list of items (from templated_trajectories or "
                          "rejection_sampled_trajectories)")
@@ -62,7 +92,7 @@ def tokenize_sft(items: Sequence[Mapping], tokenizer, max_length: int = 1024) ->
     columns: dict[str, list[list[int]]] = {"input_ids": [], "attention_mask": [], "labels": []}
     too_long = 0
     for item in items:
-        ids, labels = _item_tokens(item, tokenizer)
+        ids, labels = _item_tokens(item, tokenizer, max_observation_tokens, observation_frame)
         if not ids or ids[-1] != eos:
             ids, labels = ids + [eos], labels + [eos]
         if len(ids) > max_length:
@@ -83,4 +113,4 @@ def tokenize_sft(items: Sequence[Mapping], tokenizer, max_length: int = 1024) ->
     return Dataset.from_dict(columns)
 
 
-__all__ = ["IGNORE_INDEX", "tokenize_sft"]
+__all__ = ["IGNORE_INDEX", "cut_observation", "tokenize_sft"]

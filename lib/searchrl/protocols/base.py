@@ -143,6 +143,13 @@ class SearchProtocol:
         """The observation appended when a query is empty, unclosed or too long."""
         return self.wrap_observation(str(reason).strip())
 
+    def observation_frame(self) -> tuple[str, str]:
+        """The text before and after the documents in every observation of this protocol (where a cut observation
+        is cut inside: `searchrl.data.tokenize.cut_observation`)."""
+        marker = "\x00"
+        head, _, tail = self.wrap_observation(marker).partition(marker)
+        return head, tail
+
     def wrap_observation(self, body: str) -> str:
         """Frame an observation body with this protocol's tags, after removing any copy of those tags from it.
 

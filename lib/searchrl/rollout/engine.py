@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from searchrl.config.rollout import RolloutConfig
+from searchrl.data.tokenize import cut_observation
 from searchrl.core.progress import progress_bar
 from searchrl.protocols.base import SearchProtocol
 from searchrl.retrieval.replay import ReplayMissError
@@ -130,7 +131,6 @@ class SearchRollout:
         self.retrieval_s = 0.0  # time spent in the retriever, summed over rollouts
         self.failed_searches = 0  # searches answered with SEARCH_FAILED_NOTICE, summed over rollouts
         self.truncated_observations = 0  # document blocks cut to max_observation_tokens, summed over rollouts
-        self._frame_ids: tuple[str, str, list[int], list[int]] | None = None  # the observation frame, encoded once
         self._down_since: float | None = None  # when the current outage began (its first failed attempt)
         # Checked and encoded once here, not per rollout: the openers are fixed for the engine's life.
         self._opener_ids = [self._encode_opener(o) if o else [] for o in self.config.explore_openers] if explore else []
@@ -303,27 +303,11 @@ class SearchRollout:
 
     def _document_ids(self, traj: Trajectory, docs: list) -> list[int]:
         """The tokens of the observation showing `docs`, cut to max_observation_tokens (0: whole) inside its frame."""
-        text = self.protocol.format_observation(docs)
-        ids = self.encode_observation(text)
-        limit = self.config.max_observation_tokens
-        if not limit or len(ids) <= limit:
-            return ids
-        traj.truncated_observations += 1
-        self.truncated_observations += 1
-        head, tail, head_ids, tail_ids = self._observation_frame()
-        room = limit - len(head_ids) - len(tail_ids)
-        if room <= 0 or not (text.startswith(head) and text.endswith(tail)) or len(text) < len(head) + len(tail):
-            return ids[:limit]  # no room inside the tags (or a protocol that frames otherwise): cut the block itself
-        body = text[len(head): len(text) - len(tail)]
-        return head_ids + self.encode_observation(body)[:room] + tail_ids
-
-    def _observation_frame(self) -> tuple[str, str, list[int], list[int]]:
-        """The text before and after the documents in every observation of this protocol, and their tokens."""
-        if self._frame_ids is None:
-            marker = "\x00"
-            head, _, tail = self.protocol.wrap_observation(marker).partition(marker)
-            self._frame_ids = (head, tail, self.encode_observation(head), self.encode_observation(tail))
-        return self._frame_ids
+        ids, cut = cut_observation(self.protocol.format_observation(docs), self.encode_observation,
+                                   self.config.max_observation_tokens, self.protocol.observation_frame())
+        traj.truncated_observations += cut
+        self.truncated_observations += cut
+        return ids
 
     def search(self, queries: list[str]) -> list[list]:
         """The retriever's documents for `queries`, checked: one list per query, retried on failure or timeout.
