@@ -30,7 +30,8 @@ class RolloutConfig:
     max_obs_length; R-Search's at 1800). A longer block is cut inside its frame: the documents lose their end, the
     protocol's closing tag stays, and the block, tags included, takes exactly this many tokens (a limit smaller than
     the tags alone cuts the block itself). The retrieved-token mask covers exactly what is appended. Notices (search
-    budget, failed search) are never cut. 0: off, blocks are appended whole."""
+    budget, failed search) are never cut. The cold start's written demonstrations are cut by the same rule. 0: off,
+    blocks are appended whole."""
     max_concurrent_rollouts: int = 0
     """Rollouts generated together; 0: a step's whole generation batch at once. Every row being generated holds its
     KV cache (SmolLM2-135M in float32: about 46 KB a token), so a CPU step of 256 rollouts of ~1,000 tokens holds

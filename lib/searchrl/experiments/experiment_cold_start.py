@@ -86,6 +86,7 @@ class ExperimentColdStart:
         """SFT on the cold start's items (`cold_start_items`) with retrieved tokens masked out of the loss
         (R1-Searcher++ eq. 2)."""
         from searchrl.data.synthetic.budget import budget_problems, items_budget
+        from searchrl.data.tokenize import tokenize_sft
         from searchrl.sft import sft_train
         from searchrl.trainer.arguments import sft_args
 
@@ -104,9 +105,14 @@ class ExperimentColdStart:
         resume = last_complete_checkpoint(trainer_dir)[0] if cfg.resume else None
         if resume is not None:
             print(f"resume: the cold start continues from {resume.name}")
+        args = sft_args(cfg, trainer_dir, checkpoints=True)
+        # written observations are cut to max_observation_tokens as rollouts cut them, so SFT shows what RL will
+        dataset = tokenize_sft(items, self.tokenizer, args.max_length or 1024,
+                               max_observation_tokens=cfg.max_observation_tokens,
+                               observation_frame=self.protocol.observation_frame())
         with measured(self.run_dir, "cold start"):
-            log = sft_train(model, self.tokenizer, items, sft_args(cfg, trainer_dir, checkpoints=True),
-                            stage_bar="cold start", resume_from_checkpoint=str(resume) if resume else None)
+            log = sft_train(model, self.tokenizer, dataset, args, stage_bar="cold start",
+                            resume_from_checkpoint=str(resume) if resume else None)
         write_json(trainer_dir / "history.json", log)
         self.save_model(model, "cold_start")
         for checkpoint in trainer_dir.glob("checkpoint-*"):  # a resume now takes the finished cold start instead
