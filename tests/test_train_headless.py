@@ -18,7 +18,7 @@ def test_headless_training_evaluates_every_stage_the_notebook_does(tmp_path, cap
                  "-p", "output_root", str(tmp_path)]) == 0
     (run_dir,) = (tmp_path / "train").iterdir()
     assert read_status(run_dir)["status"] == "completed"
-    stages = [row["stage"] for row in json.loads((run_dir / "eval" / "table.json").read_text())]
+    stages = [row["stage"] for row in json.loads((run_dir / "eval" / "table.json").read_text())["rows"]]
     assert stages == ["untrained", "after cold start", "after RL", "no search"]
     for name in ("untrained", "after_cold_start", "after_RL", "no_search"):
         assert (run_dir / "trajectories" / f"{name}.jsonl").is_file(), name
