@@ -26,10 +26,10 @@ class ExperimentColdStart:
         from searchrl.data.synthetic.trajectories import templated_trajectories
 
         cfg = self.cfg
-        rows = balanced_take(self.train_rows if cfg.dataset != "synthetic" else self.world.splits["train"],
-                             cfg.sft_examples * 2, cfg.sft_question_types or None, cfg.seed + 2,
+        source, retriever = self._demonstration_source()
+        rows = balanced_take(source, cfg.sft_examples * 2, cfg.sft_question_types or None, cfg.seed + 2,
                              weights=cfg.sft_type_weights)
-        items = templated_trajectories(rows, self.protocol, self.retriever, rollout=cfg.rollout_config(),
+        items = templated_trajectories(rows, self.protocol, retriever, rollout=cfg.rollout_config(),
                                        tokenizer=self.tokenizer, chat=cfg.chat_prompt, seed=cfg.seed,
                                        plan=cfg.sft_plan_thought)
         items = items[: cfg.sft_examples]
@@ -40,6 +40,22 @@ class ExperimentColdStart:
 
             items = items + fact_statement_items(self.world, cfg, self.protocol)
         return items
+
+    def _demonstration_source(self):
+        """The rows templated demonstrations are written for, and the retriever that finds their passages. Templated
+        trajectories follow a row's hop plan, which only synthetic-world rows carry: on a real dataset the cold start
+        teaches the protocol's format on the synthetic world (world_* settings, its own BM25 index), then RL trains
+        on the real questions."""
+        from searchrl.data.synthetic import world_of
+
+        if self.cfg.dataset == "synthetic":
+            return self.world.splits["train"], self.retriever
+        from searchrl.retrieval import make_retriever
+
+        world = world_of(self.cfg)
+        print(f"cold start: {self.cfg.dataset} rows carry no hop plan, so the templated demonstrations of the format "
+              f"come from the synthetic world ({len(world.corpus)} passages)", flush=True)
+        return world.splits["train"], make_retriever("bm25", world.corpus)
 
     def cold_start(self, model):
         """SFT on templated trajectories with retrieved tokens masked out of the loss (R1-Searcher++ eq. 2)."""
