@@ -44,3 +44,8 @@ def test_rl_on_real_questions_with_the_tiny_model(tmp_path, monkeypatch):
     table = exp.stage_table()
     assert list(table.index) == ["untrained", "after cold start", "after RL"]
     assert {"ΔF1 95% low", "ΔF1 95% high"} <= set(table) and table.loc["after RL", "ΔF1 questions"] == 4
+    paper = exp.paper_layout()  # our stages under HotpotQA beside Search-R1's printed Qwen2.5-3B rows
+    ours = paper.frame.xs("searchrl", level="source")
+    assert list(ours.index.get_level_values("method")) == list(table.index)
+    assert ours[("HotpotQA", "EM")].tolist() == pytest.approx(table["EM"].tolist())
+    assert (exp.run_dir / "eval" / "paper_table.md").exists() and "Qwen2.5-3B" in paper.to_markdown()
