@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fake_data import build_fake_data
 
+from fake_data import build_fake_data
 from searchrl.config import RunConfig
 from searchrl.experiments.experiment import Experiment
 from searchrl.runs.folder import RUN_DIR_ENV
