@@ -8,7 +8,7 @@ comma  := ,
 EXTRAS := dev$(if $(HAS_CUDA),$(comma)gpu)
 PYTEST_ARGS ?=
 
-.PHONY: env demo test test-fast lab bench lint clean-env
+.PHONY: env demo demo-real test test-fast lab bench lint clean-env
 
 env: $(STAMP)
 
@@ -25,6 +25,11 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(PY) -m searchrl.runner notebooks/quickstart.ipynb -f params/quickstart/cpu.yaml
+
+# RL on real HotpotQA questions over their pooled paragraphs (the data folder: $$SEARCHRL_DATA or ../shared/data).
+demo-real: $(STAMP)
+	$(PY) -m searchrl.cli data prepare hotpotqa-pool --yes
+	$(PY) -m searchrl.runner notebooks/quickstart.ipynb -f params/quickstart/cpu.yaml -f params/quickstart/cpu_real.yaml
 
 # Two workers, one thread each (tests/conftest.py): the suite's work is many small models, not one big one.
 test: $(STAMP)

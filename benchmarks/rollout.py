@@ -54,6 +54,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--train-steps", type=int, default=3, help="0 skips the trainer comparison")
     ap.add_argument("--out", default="outputs/benchmarks")
+    ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (the model, rollouts and trainer steps)")
     args = ap.parse_args()
 
 
@@ -65,8 +66,10 @@ def main() -> None:
     from searchrl.rollout.kv_turns import shared_prefill_length
 
     torch.manual_seed(0)
-    model, tok = tiny_test_policy(0) if args.tiny else load_policy(args.policy, device="cpu")
+    model, tok = tiny_test_policy(0) if args.tiny else load_policy(args.policy, device=args.device)
     model.eval()
+    if args.tiny:
+        model.to(args.device)
     protocol = get_protocol(args.protocol)
     world = make_world(seed=0, n_entities=200, words_per_passage=args.passage_words)
     retriever = BM25Retriever(world.corpus, show_progress=False)
@@ -81,6 +84,8 @@ def main() -> None:
     att = torch.zeros_like(ids)
     for i, p in enumerate(prompts):
         ids[i, width - len(p):], att[i, width - len(p):] = torch.tensor(p), 1
+
+    ids, att = ids.to(model.device), att.to(model.device)
 
     def plain_generate(lengths: list[int]) -> float:
         """Seconds for one `generate` call in which row i samples exactly lengths[i] tokens (no search)."""
@@ -180,7 +185,7 @@ def main() -> None:
         path = save_policy(model, tok, tempfile.mkdtemp()) if args.tiny else policy_path(args.policy)
         data = prompt_dataset(world.splits["train"][:64], protocol, tok)
         common = {"per_device_train_batch_size": 8, "num_generations": 4, "max_steps": args.train_steps,
-                  "use_cpu": True, "bf16": False, "report_to": "none", "save_strategy": "no", "logging_steps": 1,
+                  "use_cpu": args.device == "cpu", "bf16": False, "report_to": "none", "save_strategy": "no", "logging_steps": 1,
                   "beta": 0.0}
 
         def length_reward(completions, **kwargs):

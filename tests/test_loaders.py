@@ -4,12 +4,9 @@ and clear errors for bad input."""
 from __future__ import annotations
 
 import json
-import sys
-import types
 
 import pytest
 
-from searchrl.data import download
 from searchrl.data.loaders import (
     QA_FORMATS,
     corpus_from_traces,
@@ -241,7 +238,7 @@ def test_corpus_from_traces_reads_both_passage_styles(tmp_path):
         corpus_from_traces(plain)
 
 
-# -- where the data lives, and downloads -------------------------------------------------------------------------
+# -- where the data lives ---------------------------------------------------------------------------------------
 
 
 def test_default_data_dir_follows_the_environment(tmp_path, monkeypatch):
@@ -253,33 +250,6 @@ def test_default_data_dir_follows_the_environment(tmp_path, monkeypatch):
     monkeypatch.delenv("SEARCHRL_DATA")
     found = default_data_dir()
     assert found is None or (found.is_dir() and found.parts[-2:] == ("shared", "data"))
-
-
-@pytest.fixture
-def offline_datasets(monkeypatch):
-    """A stand-in `datasets` module whose downloads fail like a machine without internet."""
-    calls = []
-
-    def load_dataset(*args, **kwargs):
-        calls.append(args)
-        raise ConnectionError("no route to host")
-
-    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
-    return calls
-
-
-def test_download_rejects_unknown_names_before_any_network(tmp_path, offline_datasets):
-    with pytest.raises(ValueError, match="unknown FlashRAG dataset 'hotpot'.*2wikimultihopqa"):
-        download.download_flashrag("hotpot", "dev", tmp_path)
-    with pytest.raises(ValueError, match="no 'test' split of hotpotqa; it has train, dev"):
-        download.download_flashrag("hotpotqa", "test", tmp_path)
-    assert offline_datasets == []
-
-
-def test_download_failure_says_what_to_do(tmp_path, offline_datasets):
-    with pytest.raises(RuntimeError, match="could not download nq/test.*load_qa"):
-        download.download_flashrag("nq", "test", tmp_path)
-    assert offline_datasets == [(download.FLASHRAG_HUB_ID, "nq")]
 
 
 # -- the real files in ../shared/data ----------------------------------------------------------------------------

@@ -8,6 +8,7 @@
     searchrl seeds ...                                        one notebook over several seeds, and its spread
     searchrl slim RUN ... --to DIR                            a run folder's evidence without its weights
     searchrl headroom ...                                     the F1 a policy could still gain, per question type
+    searchrl data list | fetch NAME | prepare NAME            the papers' datasets and corpora by name
     searchrl params                                           every parameter: type, default and meaning
 
 Each subcommand hands the rest of the command line to the same function as `python -m searchrl.<name>`
@@ -32,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "seeds": ("searchrl.analysis.seeds", "run one notebook over several seeds and report the spread"),
     "slim": ("searchrl.runs.slim", "copy a run folder's evidence without its weights"),
     "headroom": ("searchrl.analysis.headroom", "how much F1 a policy could still gain, per question type"),
+    "data": ("searchrl.data.command", "list, fetch and prepare the papers' datasets and corpora by name"),
     "params": ("", "list every parameter with its type, default and meaning"),
 }
 

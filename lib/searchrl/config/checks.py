@@ -15,6 +15,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from searchrl.config.choices import DRAW_SIZES, LR_SCHEDULES, PROMPT_SELECTIONS
+from searchrl.config.data_names import SYNTHETIC, data_setting_problem, looks_like_path
 from searchrl.config.difficulty import difficulty_problems
 from searchrl.config.evidence import evidence_problems
 from searchrl.config.health import health_problems
@@ -189,12 +190,11 @@ def _sft_source_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
 def _stage1_dataset_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     """`stage1_dataset`, the first stage's question file, must exist when two_stage reads it (an ablation arm that
     turns two_stage off keeps the setting unread)."""
-    path = values["stage1_dataset"]
-    if not path or not values["two_stage"]:
+    value = values["stage1_dataset"]
+    if not value or not values["two_stage"]:
         return []
-    if not Path(path).expanduser().exists():
-        return [("stage1_dataset", f"stage1_dataset: no such file {path!r} (relative paths start at {Path.cwd()})")]
-    return []
+    problem = data_setting_problem("stage1_dataset", value)  # a file, or a catalogue name present when the run loads
+    return [("stage1_dataset", problem)] if problem else []
 
 
 def _single_response_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -239,13 +239,15 @@ def _question_count_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]
 def _environment_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     """What can be known before any work: data files exist, the device exists, the split exists."""
     problems = []
-    if values["dataset"] != "synthetic":
-        for name in ("dataset", "corpus"):
-            path = Path(values[name]).expanduser() if values[name] else None
-            if path is None:
-                problems.append((name, f"{name} is empty; dataset is a file, so name the {name} file too"))
-            elif not path.exists():
-                problems.append((name, f"{name}: no such file {values[name]!r} (relative paths start at {Path.cwd()})"))
+    if values["dataset"] != SYNTHETIC:
+        # A catalogue name is checked here to be known; whether its files are present, when the run loads its data
+        # (searchrl.data.catalog), before any model. A catalogue dataset with an empty corpus takes its default one.
+        problems += [(name, problem) for name in ("dataset", "corpus") if values[name]
+                     and (problem := data_setting_problem(name, values[name]))]
+        if not values["dataset"]:
+            problems.append(("dataset", "dataset is empty; name a question file, a catalogue entry or synthetic"))
+        elif not values["corpus"] and looks_like_path(values["dataset"]):
+            problems.append(("corpus", "corpus is empty; dataset is a file, so name the corpus file too"))
     elif values["eval_split"] not in SPLITS:
         problems.append(("eval_split", (f"eval_split must be one of {', '.join(SPLITS)} for the synthetic world, "
                                        f"got {values['eval_split']!r}")))

@@ -76,9 +76,15 @@ class DataSettings:
 
     # == data ==
     dataset: str = "synthetic"
-    """Question source: 'synthetic' (generated world) or a path to a QA file."""
+    """Question source: 'synthetic' (the generated world), a path to a QA file, or a data catalogue name
+    (`searchrl data list`, e.g. r1searcher-stage2) resolved in $SEARCHRL_DATA (default ~/.cache/searchrl/data) or
+    ../shared/data; a named entry that is absent stops the run before any model loads, naming the
+    `searchrl data fetch` command. A named dataset trains on its train split and evaluates on `eval_split` when it
+    has one; a file (or a name without that split) holds its evaluation questions out of the same file."""
     corpus: str = ""
-    """Path to the document corpus searched by the retriever; ignored for the synthetic dataset."""
+    """The passages the retriever searches: a path (jsonl or tsv) or a corpus name from the data catalogue (e.g.
+    wiki-18, kilt-2019); empty with a named dataset: that entry's default corpus. Ignored for the synthetic
+    dataset."""
     world_seed: int = 0
     """Seed of the synthetic world (entities, facts and their documents)."""
     world_entities: int = 200

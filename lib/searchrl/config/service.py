@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from searchrl.config.data_names import data_setting_problem, looks_like_path
 from searchrl.core.settings import integer_problems, raise_problems, seconds_problems
 
 MAX_QUERY_CHARS = 2000  # generous for any real question; bounds the cost of a runaway generation
@@ -116,7 +117,11 @@ def _index_problems(get) -> list[tuple[str, str]]:
     elif corpus is not None and not corpus:
         whys.append("retriever_index needs corpus: the passage file the index was built over (row i of the index "
                     "is its passage i), e.g. wiki-18.jsonl")
-    if not Path(index).expanduser().is_file():
+    if not looks_like_path(index):  # a catalogue name (e.g. wiki-18-e5-index), present when the run loads its data
+        problem = data_setting_problem("retriever_index", index)
+        if problem:
+            whys.append(problem)
+    elif not Path(index).expanduser().is_file():
         whys.append(f"retriever_index: no such file {index!r} (relative paths start at {Path.cwd()}); give a faiss "
                     "index file, or build one with searchrl index --corpus CORPUS --out INDEX")
     return [("retriever_index", why) for why in whys]

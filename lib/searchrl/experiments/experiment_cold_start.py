@@ -29,19 +29,23 @@ class ExperimentColdStart:
         from searchrl.sft import sources
 
         cfg = self.cfg
-        rows = balanced_take(self.train_rows if cfg.dataset != "synthetic" else self.world.splits["train"],
-                             cfg.sft_examples * 2, cfg.sft_question_types or None, cfg.seed + 2,
+        if cfg.sft_source == sources.TEMPLATED:  # templates need a hop plan: `_demonstration_source` says where from
+            source, retriever = self._demonstration_source()
+        else:  # the other sources answer the run's own training questions
+            source = self.train_rows if cfg.dataset != "synthetic" else self.world.splits["train"]
+            retriever = self.retriever
+        rows = balanced_take(source, cfg.sft_examples * 2, cfg.sft_question_types or None, cfg.seed + 2,
                              weights=cfg.sft_type_weights)
         if cfg.sft_source == sources.TEMPLATED:
             from searchrl.data.synthetic.trajectories import templated_trajectories
 
-            items = templated_trajectories(rows, self.protocol, self.retriever, rollout=cfg.rollout_config(),
+            items = templated_trajectories(rows, self.protocol, retriever, rollout=cfg.rollout_config(),
                                            tokenizer=self.tokenizer, chat=cfg.chat_prompt, seed=cfg.seed,
                                            plan=cfg.sft_plan_thought)
         elif cfg.sft_source == sources.ANSWER_ONLY:
             items = sources.answer_only_items(rows, self.protocol, self.tokenizer, chat=cfg.chat_prompt)
         elif cfg.sft_source.startswith(sources.REJECTION_PREFIX):
-            items = self._teacher_items(rows, cfg.sft_source[len(sources.REJECTION_PREFIX):], model)
+            items = self._teacher_items(rows, cfg.sft_source[len(sources.REJECTION_PREFIX):], model, retriever)
         else:
             items = sources.trajectory_file_items(cfg.sft_source, self.protocol, self.tokenizer, chat=cfg.chat_prompt)
         if not items:
@@ -56,7 +60,7 @@ class ExperimentColdStart:
             items = items + fact_statement_items(self.world, cfg, self.protocol)
         return items
 
-    def _teacher_items(self, rows: list, teacher: str, model) -> list:
+    def _teacher_items(self, rows: list, teacher: str, model, retriever) -> list:
         """Rejection sampling from `teacher` ("policy": `model`, the run's own): up to one correct, well-formed
         trajectory a question of `rows`, of 4 sampled, as text under the policy's own prompt."""
         from searchrl.models import load_policy, load_tokenizer
@@ -71,7 +75,7 @@ class ExperimentColdStart:
             teacher_model = load_policy(teacher, dtype=dtype, device=cfg.device)[0]
             teacher_tokenizer = load_tokenizer(teacher)
         with measured(self.run_dir, "cold start: rejection sampling"):
-            sampled = rejection_sampled_trajectories(teacher_model, teacher_tokenizer, self.protocol, self.retriever,
+            sampled = rejection_sampled_trajectories(teacher_model, teacher_tokenizer, self.protocol, retriever,
                                                      rows, rollout=cfg.rollout_config(), max_per_question=1,
                                                      batch_size=cfg.eval_batch_size, chat=cfg.chat_prompt,
                                                      seed=cfg.seed)
@@ -81,6 +85,21 @@ class ExperimentColdStart:
         del teacher_model  # a teacher of its own is freed before the policy trains
         gc.collect()
         return items
+    def _demonstration_source(self):
+        """The rows templated demonstrations are written for, and the retriever that finds their passages. Templated
+        trajectories follow a row's hop plan, which only synthetic-world rows carry: on a real dataset the cold start
+        teaches the protocol's format on the synthetic world (world_* settings, its own BM25 index), then RL trains
+        on the real questions."""
+        from searchrl.data.synthetic import world_of
+
+        if self.cfg.dataset == "synthetic":
+            return self.world.splits["train"], self.retriever
+        from searchrl.retrieval import make_retriever
+
+        world = world_of(self.cfg)
+        print(f"cold start: {self.cfg.dataset} rows carry no hop plan, so the templated demonstrations of the format "
+              f"come from the synthetic world ({len(world.corpus)} passages)", flush=True)
+        return world.splits["train"], make_retriever("bm25", world.corpus)
 
     def cold_start(self, model):
         """SFT on the cold start's items (`cold_start_items`) with retrieved tokens masked out of the loss

@@ -102,19 +102,31 @@ class ExperimentData:
             train, evaluation, corpus = world.splits["train"], world.splits[cfg.eval_split], world.corpus
             eval_source, eval_fix = f"the synthetic world's {cfg.eval_split!r} split", "raise n_eval or world_entities"
         else:
+            from searchrl.data.catalog import eval_split_of, resolve_corpus, resolve_index, resolve_questions
             from searchrl.data.corpus_file import CorpusFile
             from searchrl.data.loaders import load_corpus, load_qa
 
-            if not cfg.corpus:
-                raise ValueError("dataset is a file, so `corpus` must name a passage file (jsonl or tsv)")
-            rows = load_qa(cfg.dataset)
-            random.Random(0).shuffle(rows)  # the held-out cut must not move with the training seed
-            cut = len(rows) if cfg.eval_sets else max(1, len(rows) - cfg.n_eval)
+            # Every file is resolved (a missing catalogue entry fails here, naming its fetch command) before any
+            # file is read and before any model loads.
+            train_file = resolve_questions(cfg.dataset, "train")
+            split = eval_split_of(cfg.dataset, cfg.eval_split)
+            eval_file = resolve_questions(cfg.dataset, split) if split and not cfg.eval_sets else None
+            corpus_file = resolve_corpus(cfg.corpus, cfg.dataset)
+            index_file = resolve_index(cfg.retriever_index) if cfg.retriever_index else None
+            rows = load_qa(train_file)
+            if eval_file is not None:
+                train, evaluation = rows, load_qa(eval_file)
+                eval_source, eval_fix = f"{cfg.dataset}'s {split!r} split ({eval_file})", "raise n_eval"
+            else:
+                random.Random(0).shuffle(rows)  # the held-out cut must not move with the training seed
+                cut = len(rows) if cfg.eval_sets else max(1, len(rows) - cfg.n_eval)
+                train, evaluation = rows[:cut], rows[cut:]
+                eval_source = f"{cfg.dataset} ({len(rows)} questions, at least one of them kept for training)"
+                eval_fix = "raise n_eval, or give a dataset file with more questions"
             # a prebuilt index comes with a passage file that may not fit in memory: read it by offset instead
-            corpus = CorpusFile(cfg.corpus) if cfg.retriever_index else load_corpus(cfg.corpus)
-            train, evaluation = rows[:cut], rows[cut:]
-            eval_source = f"{cfg.dataset} ({len(rows)} questions, at least one of them kept for training)"
-            eval_fix = "raise n_eval, or give a dataset file with more questions"
+            corpus = CorpusFile(corpus_file) if index_file is not None else load_corpus(corpus_file)
+            self.data_files = {"train": str(train_file), "eval": str(eval_file or train_file),
+                               "corpus": str(corpus_file), **({"index": str(index_file)} if index_file else {})}
         train = balanced_take(train, cfg.n_train, cfg.train_question_types or None, cfg.seed, cfg.train_max_hops)
         if cfg.eval_sets:
             evaluation = benchmark_rows(cfg)
@@ -135,7 +147,8 @@ class ExperimentData:
         def types(rows):
             return pd.Series([r["metadata"].get("type", "unknown") for r in rows]).value_counts().to_dict()
 
-        return {"corpus_passages": len(self.corpus), "train_questions": len(self.train_rows),
+        return {"dataset": self.cfg.dataset, "files": getattr(self, "data_files", {}),
+                "corpus_passages": len(self.corpus), "train_questions": len(self.train_rows),
                 "eval_questions": len(self.eval_rows), "train_types": types(self.train_rows),
                 "eval_types": types(self.eval_rows)}
 

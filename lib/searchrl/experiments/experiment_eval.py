@@ -83,6 +83,22 @@ class ExperimentEvaluation:
         print(protocols.text())
         return table
 
+    def paper_layout(self, layout: str = "search_r1_table2", dataset: str = "hotpotqa",
+                     models: tuple[str, ...] = ("Qwen2.5-3B",)):
+        """Each evaluated stage as a row of a paper's table (evaluation/paper_tables.py), under `dataset`'s column
+        beside the paper's printed numbers for `models`, the caption naming every setting that differs; also
+        written to eval/paper_table.md. None on the synthetic world, whose questions no paper evaluates."""
+        from searchrl.evaluation.paper_tables import our_settings, paper_table
+
+        if self.cfg.dataset == "synthetic":
+            print("paper layout: the synthetic world is no paper's benchmark; nothing to set beside the papers")
+            return None
+        rows = [{"method": stage, "dataset": dataset, "metric": metric, "value": res.records[metric].mean(),
+                 "n": len(res.records)} for stage, res in self.results.items() for metric in ("em", "f1")]
+        table = paper_table(pd.DataFrame(rows), layout, models=list(models), ours=our_settings(self.cfg))
+        (self.run_dir / "eval" / "paper_table.md").write_text(table.to_markdown(), encoding="utf-8")
+        return table
+
     def type_table(self, before: str = "after cold start", after: str = "after RL",
                    no_search: str = "no search") -> pd.DataFrame | None:
         """Per question type, `before` -> `after`: F1 with the paired interval of its change, searches, and (when

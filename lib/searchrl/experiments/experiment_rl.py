@@ -58,9 +58,10 @@ class ExperimentRL:
 
         cfg = self.cfg
         if cfg.two_stage and cfg.stage1_dataset and stage.name == "rl_stage1":
+            from searchrl.data.catalog import resolve_questions
             from searchrl.data.loaders import load_qa
 
-            rows = load_qa(cfg.stage1_dataset)
+            rows = load_qa(resolve_questions(cfg.stage1_dataset, "train"))
             print(f"{stage.name}: {len(rows)} training questions of stage1_dataset {cfg.stage1_dataset}")
             return rows
         if not (cfg.difficulty_rollouts and cfg.data_recipe):

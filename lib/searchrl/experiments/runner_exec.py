@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from searchrl.config import ConfigError, load_params_file
+from searchrl.data.catalog import missing_data
 from searchrl.experiments.runner_plan import NotebookError, RunPlan, plan_run
 from searchrl.runs.folder import RUN_DIR_ENV, create_run_dir
 from searchrl.runs.ownership import RunOwnership
@@ -82,6 +83,11 @@ def run_notebook(
     plan = plan_run(
         notebook, params_files, overrides, run_name=run_name, output_root=output_root, resume_dir=resume_dir
     )
+    cfg = plan.config
+    missing = missing_data(cfg.dataset, cfg.corpus, cfg.eval_split, index=cfg.retriever_index,
+                           stage1_dataset=cfg.stage1_dataset if cfg.two_stage else "")
+    if missing:  # before the run folder, the kernel and any model
+        raise ConfigError(missing)
     _check_kernel()
     ownership = RunOwnership(plan.resume_dir) if plan.resume_dir is not None else None
     if ownership is not None:

@@ -141,6 +141,9 @@ def train(cfg: RunConfig, command: list[str], resume_dir: str | Path | None = No
             table = exp.stage_table()
             print(table.to_string())
             exp.bars(table)
+            paper = exp.paper_layout()
+            if paper is not None:
+                print(paper.to_markdown())
             types = exp.type_table()
             if types is not None:
                 print(types.to_string())

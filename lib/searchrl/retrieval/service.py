@@ -90,5 +90,7 @@ def service_options(cfg: Any, name: str | None = None) -> dict[str, Any]:
     if getattr(cfg, "retriever_model", ""):
         options["model_name_or_path"] = cfg.retriever_model
     if getattr(cfg, "retriever_index", ""):
-        options["index_file"] = cfg.retriever_index
+        from searchrl.data.catalog import resolve_index
+
+        options["index_file"] = str(resolve_index(cfg.retriever_index))  # a catalogue name or a path
     return options
