@@ -12,8 +12,14 @@ from fake_data import build_fake_data
 from searchrl.config import ConfigError, RunConfig
 from searchrl.config.data_names import CORPUS_NAMES, DATASET_NAMES, INDEX_NAMES
 from searchrl.data import catalog
-from searchrl.data.catalog import (CATALOG, MissingDataError, missing_data, resolve_corpus, resolve_index,
-                                    resolve_questions)
+from searchrl.data.catalog import (
+    CATALOG,
+    MissingDataError,
+    missing_data,
+    resolve_corpus,
+    resolve_index,
+    resolve_questions,
+)
 from searchrl.data.loaders import load_corpus, load_qa
 from searchrl.data.prepare import kilt_passages, search_r1_rows
 

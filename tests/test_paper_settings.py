@@ -344,7 +344,7 @@ def test_rejection_source_samples_the_teacher_and_keeps_text(monkeypatch, tmp_pa
     pieces = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in text]
     mask = [[1] * len(p) for p in pieces[:3]] + [[0] * len(pieces[3]), [1] * len(pieces[4])]
     sampled = {"id": "t0", "question": "Who founded t 0?", "golden_answers": ["x"], "qtype": "bridge",
-               "prompt_ids": [1, 2], "completion_ids": sum(pieces, []), "env_mask": sum(mask, [])}
+               "prompt_ids": [1, 2], "completion_ids": [t for piece in pieces for t in piece], "env_mask": [m for row in mask for m in row]}
     item = as_text_item(sampled, tokenizer, "PROMPT")
     assert item["prompt"] == "PROMPT" and "completion_ids" not in item
     assert item["segments"] == [("<search>q</search>", True), ("<information>d</information>", False),

@@ -227,3 +227,37 @@ def test_our_client_and_our_service_agree(our_service):
     assert [[d.id for d in docs] for docs in client.search(queries, k=2)] == \
         [[d.id for d in docs] for docs in our_service.bm25.search(queries, k=2)]
     assert client.search(["harbour city"], k=1)[0] == our_service.bm25.search(["harbour city"], k=1)[0]
+
+
+def test_a_dense_service_sends_cosine_scores_in_search_order(monkeypatch):
+    """Dense passages come with their inner-product scores (cosine over normalised vectors), best first, the same
+    passages `search` returns; an empty query gets an empty list, as from `search`."""
+    import numpy as np
+
+    from fakes import BagOfWordsEncoder
+    from searchrl.retrieval import dense as dense_module
+    from searchrl.retrieval.dense import DenseRetriever
+    from searchrl.retrieval.serve import scored_search
+
+    encoder = BagOfWordsEncoder(64)
+    monkeypatch.setattr(dense_module, "_load_encoder", lambda model_name_or_path, device: encoder)
+    dense = DenseRetriever(CORPUS, model_name_or_path="fake-encoder", cache_dir=None, show_progress=False)
+    queries = ["harbour city", "", "stone bridge"]
+    scored = scored_search(dense, queries, 3)
+    assert [[doc.id for doc, _ in docs] for docs in scored] == [[d.id for d in docs] for docs in dense.search(queries, 3)]
+    assert scored[1] == []
+    for query, docs in zip(queries, scored):
+        if not query:
+            continue
+        scores = [score for _, score in docs]
+        assert scores == sorted(scores, reverse=True) and all(isinstance(s, float) for s in scores)
+        vector = encoder.encode([query], batch_size=1, show_progress_bar=False, convert_to_numpy=True,
+                                normalize_embeddings=True)[0]
+        for doc, score in docs:
+            passage = encoder.encode([doc.as_text()], batch_size=1, show_progress_bar=False, convert_to_numpy=True,
+                                     normalize_embeddings=True)[0]
+            assert score == pytest.approx(float(np.dot(vector, passage)), abs=1e-5)
+    with ServiceThread(create_app(dense, ServiceConfig())) as running:
+        status, body = _post(running.url + "/retrieve", {"queries": ["harbour city"], "topk": 2, "return_scores": True})
+    assert status == 200 and [item["score"] for item in body["result"][0]] == pytest.approx(
+        [score for _, score in scored[0][:2]], abs=1e-6)

@@ -177,13 +177,15 @@ def _sft_source_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     if source in ("templated", "answer_only") or (source.startswith("rejection:") and source[len("rejection:"):]):
         return []
     if source.startswith("rejection"):
-        return [("sft_source", f"sft_source {source!r} names no teacher: write rejection:<model> (a model name, hub "
-                               "id or folder) or rejection:policy")]
+        why = (f"sft_source {source!r} names no teacher: write rejection:<model> (a model name, hub id or folder) or "
+               "rejection:policy")
+        return [("sft_source", why)]
     if not Path(source).expanduser().is_file():
         near = difflib.get_close_matches(source, ("templated", "answer_only"), n=1)
         hint = f" (did you mean {near[0]!r}?)" if near else ""
-        return [("sft_source", f"sft_source must be templated, answer_only, rejection:<model> or a trajectory file; "
-                               f"no such file {source!r}{hint}")]
+        why = (f"sft_source must be templated, answer_only, rejection:<model> or a trajectory file; no such file "
+               f"{source!r}{hint}")
+        return [("sft_source", why)]
     return []
 
 
@@ -200,7 +202,7 @@ def _stage1_dataset_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]
 def _single_response_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     """num_generations 1 (one response per prompt) only under the ppo estimator, whose critic is the baseline; every
     other estimator, and the levers that compare a group's rollouts, need groups of at least 2."""
-    if not values["num_generations"] == 1:  # 0 and below: the minimum's message
+    if values["num_generations"] != 1:  # 0 and below: the minimum's message
         return []
     if values["advantage_estimator"] != "ppo":
         why = (f"num_generations must be >= 2 for advantage_estimator {values['advantage_estimator']!r} (its advantages "
@@ -208,11 +210,12 @@ def _single_response_problems(values: Mapping[str, Any]) -> list[tuple[str, str]
         return [("num_generations", why)]
     grouped = [name for name in ("drop_zero_variance", "dynamic_sampling") if values[name]]
     if grouped:
-        return [("num_generations", f"num_generations 1 leaves no group whose rewards could differ, which "
-                                    f"{' and '.join(grouped)} need; turn {' and '.join(grouped)} off")]
+        why = (f"num_generations 1 leaves no group whose rewards could differ, which {' and '.join(grouped)} need; "
+               f"turn {' and '.join(grouped)} off")
+        return [("num_generations", why)]
     if values["prompts_per_step"] * values["steps_per_generation"] < 2:
-        return [("num_generations", "num_generations 1 needs at least 2 rollouts a batch (TRL's sampler): set "
-                                    "prompts_per_step >= 2")]
+        return [("num_generations", ("num_generations 1 needs at least 2 rollouts a batch (TRL's sampler): set "
+                                     "prompts_per_step >= 2"))]
     return []
 
 
@@ -320,8 +323,8 @@ def _eval_set_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     problems = [("eval_sets", f"eval_sets: {p}") for p in map(BENCHMARKS.problem, named) if p]
     problems += [("eval_sets", f"eval_sets: {p}") for p in map(_benchmark_without_questions, named) if p]
     if "synthetic" in sets:
-        problems.append(("eval_sets", "eval_sets names released benchmarks; the synthetic world's questions are the "
-                                      "held-out ones an empty eval_sets evaluates"))
+        problems.append(("eval_sets", ("eval_sets names released benchmarks; the synthetic world's questions are the "
+                                       "held-out ones an empty eval_sets evaluates")))
     if len(set(sets)) != len(sets):
         problems.append(("eval_sets", f"eval_sets names a benchmark twice: {sets}"))
     return problems

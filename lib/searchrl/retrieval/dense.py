@@ -408,13 +408,19 @@ class DenseRetriever(BaseRetriever):
         return self._index
 
     def _search_batch(self, queries: list[str], k: int) -> list[list[Doc]]:
+        return [[doc for doc, _ in docs] for docs in self.scored_batch(queries, k)]
+
+    def scored_batch(self, queries: list[str], k: int) -> list[list[tuple[Doc, float]]]:
+        """(passage, inner-product score) pairs, best first, for non-empty, already cleaned queries (what `search`
+        returns, with scores: cosine similarity over normalised vectors)."""
         if hasattr(self, "_gpu_resources") and k > GPU_MAX_K:
             raise ValueError(f"faiss on GPU returns at most {GPU_MAX_K} passages per query, k={k} was asked")
         prepare_search(self._index, k)
         vectors = self._encode(queries, "query")
-        _, indices = self._index.search(vectors, k)
+        scores, indices = self._index.search(vectors, k)
         # approximate indexes mark missing neighbours with -1 (e.g. too few passages in the probed IVF lists)
-        return [[self.corpus[int(i)] for i in row if i >= 0] for row in indices]
+        return [[(self.corpus[int(i)], float(s)) for i, s in zip(row, row_scores) if i >= 0]
+                for row, row_scores in zip(indices, scores)]
 
     def _options(self) -> dict[str, Any]:
         return {

@@ -50,6 +50,7 @@ except ImportError as error:  # the service's own dependencies; the HTTP client 
 from searchrl.config.service import ServiceConfig
 from searchrl.retrieval.base import BaseRetriever, Doc, check_k, clean_queries
 from searchrl.retrieval.bm25 import BM25Retriever, top_k_indices
+from searchrl.retrieval.dense import DenseRetriever
 from searchrl.retrieval.registry import RETRIEVERS, load_retriever, make_retriever
 from searchrl.retrieval.service import (
     HEALTH_PATH,
@@ -72,25 +73,41 @@ ScoredDoc = tuple[Doc, "float | None"]
 # ---- searching with scores ------------------------------------------------------------------------------------------
 
 def scored_search(retriever: BaseRetriever, queries: list[str], k: int) -> list[list[ScoredDoc]]:
-    """`retriever.search(queries, k)` with each passage's score: BM25's own score, None for kinds without one.
+    """`retriever.search(queries, k)` with each passage's score: BM25's own score, the dense retriever's inner
+    product (cosine similarity), None for kinds without one.
 
-    For BM25 the ranking is computed here from the index's scores with the retriever's own tokenizer and top-k
-    selection, so the passages are exactly those `search` returns (the service's tests compare them).
+    The passages are exactly those `search` returns: queries are cleaned and empty ones answered with nothing as
+    `search` does, and BM25's ranking is computed from the index's scores with the retriever's own tokenizer and
+    top-k selection (the service's tests compare them).
     """
-    if not isinstance(retriever, BM25Retriever):
+    if isinstance(retriever, BM25Retriever):
+        scorer = _bm25_scored
+    elif isinstance(retriever, DenseRetriever):
+        scorer = _dense_scored
+    else:
         return [[(doc, None) for doc in docs] for docs in retriever.search(queries, k)]
     k = check_k(k, len(retriever))
     cleaned = clean_queries(queries)
     results: list[list[ScoredDoc]] = [[] for _ in cleaned]
     live = [position for position, query in enumerate(cleaned) if query]
-    if not live:
-        return results
-    token_ids = retriever._query_token_ids([cleaned[position] for position in live])
-    for position, ids in zip(live, token_ids, strict=True):
+    if live:
+        for position, docs in zip(live, scorer(retriever, [cleaned[p] for p in live], k), strict=True):
+            results[position] = docs
+    return results
+
+
+def _dense_scored(retriever, queries: list[str], k: int) -> list[list[ScoredDoc]]:
+    return retriever.scored_batch(queries, k)
+
+
+def _bm25_scored(retriever, queries: list[str], k: int) -> list[list[ScoredDoc]]:
+    results: list[list[ScoredDoc]] = []
+    for ids in retriever._query_token_ids(queries):
         if not ids:  # every word unknown or a stopword: no ranking at all, as in BM25Retriever
+            results.append([])
             continue
         scores = retriever._index.get_scores_from_ids(ids)
-        results[position] = [(retriever.corpus[int(i)], float(scores[i])) for i in top_k_indices(scores, k)]
+        results.append([(retriever.corpus[int(i)], float(scores[i])) for i in top_k_indices(scores, k)])
     return results
 
 

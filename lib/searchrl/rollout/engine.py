@@ -35,8 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from searchrl.config.rollout import RolloutConfig
-from searchrl.data.tokenize import cut_observation
 from searchrl.core.progress import progress_bar
+from searchrl.data.tokenize import cut_observation
 from searchrl.protocols.base import SearchProtocol
 from searchrl.retrieval.replay import ReplayMissError
 from searchrl.rollout.base import TurnGenerator, first_stop_end, shortest_prefix
