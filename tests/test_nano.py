@@ -14,7 +14,7 @@ from searchrl.models import nano
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """A nano build of two pre-training steps on two small worlds."""
-    return nano.build_nano(steps=2, seeds=(101, 102), progress=False)
+    return nano.build_nano(steps=2, copy_steps=2, seeds=(101, 102), progress=False)
 
 
 def test_tokenizer_round_trips_an_unseen_worlds_text_and_the_tags(built):

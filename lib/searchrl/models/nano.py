@@ -44,6 +44,11 @@ BATCH_SIZE = 16
 LEARNING_RATE = 3e-3
 WARMUP_STEPS = 50
 PASSAGE_SHARE = 0.25  # share of each batch that is plain passages; the rest are trajectories
+# A second phase on copying: after the first, the model writes the format but garbles the names it copies from the
+# question. Half of each batch is then the trajectories' first turns (question -> thought and query naming the
+# entity; a fifth of a trajectory's tokens), the other half whole trajectories, at a lower rate.
+COPY_STEPS = 500
+COPY_LEARNING_RATE = 1e-3
 EOS, PAD = "<|endoftext|>", "<|pad|>"
 
 
@@ -154,14 +159,23 @@ def pretraining_examples(worlds, protocol, tokenizer) -> tuple[list, list]:
     return trajectories, passages
 
 
+def first_turn_examples(trajectories: list, tokenizer) -> list:
+    """Each (input_ids, labels) trajectory cut after its first search call (the first `</search>`)."""
+    close = tokenizer.convert_tokens_to_ids("</search>")
+    return [(ids[: ids.index(close) + 1], labels[: ids.index(close) + 1]) for ids, labels in trajectories
+            if close in ids]
+
+
 def pretrain(model, tokenizer, trajectories, passages, *, steps: int = PRETRAIN_STEPS, seed: int = 0,
-             progress: bool = True) -> dict:
-    """Train `model` in place for `steps` steps of mixed batches; returns {"steps", "losses", "seconds"}."""
+             progress: bool = True, learning_rate: float = LEARNING_RATE, share: float = PASSAGE_SHARE,
+             desc: str = "nano pre-training") -> dict:
+    """Train `model` in place for `steps` steps of batches mixing `trajectories` and, a `share` of each batch,
+    `passages` (any second list of examples); returns {"steps", "losses", "seconds"}."""
     from searchrl.core.progress import progress_bar
     from searchrl.models.tiny_searcher import _batch, trained_token_loss
 
     rng = random.Random(seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=0.0, betas=(0.9, 0.98))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.0, betas=(0.9, 0.98))
 
     def rate(step: int) -> float:  # warm up, then cosine down to a tenth
         if step < WARMUP_STEPS:
@@ -170,11 +184,11 @@ def pretrain(model, tokenizer, trajectories, passages, *, steps: int = PRETRAIN_
         return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * done))
 
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
-    n_passages = round(BATCH_SIZE * PASSAGE_SHARE) if passages else 0
+    n_passages = round(BATCH_SIZE * share) if passages else 0
     losses: list[float] = []
     start = time.perf_counter()
     model.train()
-    bar = progress_bar(total=steps, desc="nano pre-training", disable=not progress)
+    bar = progress_bar(total=steps, desc=desc, disable=not progress)
     for _ in range(steps):
         picked = rng.sample(trajectories, BATCH_SIZE - n_passages) + rng.sample(passages, n_passages)
         loss = trained_token_loss(model, _batch(picked, tokenizer.pad_token_id))
@@ -191,9 +205,10 @@ def pretrain(model, tokenizer, trajectories, passages, *, steps: int = PRETRAIN_
     return {"steps": steps, "losses": losses, "seconds": time.perf_counter() - start}
 
 
-def build_nano(seed: int = 0, *, steps: int | None = None, seeds=PRETRAIN_SEEDS, progress: bool = True):
-    """(model, tokenizer): the nano tokenizer and model, pre-trained for `steps` steps (default `PRETRAIN_STEPS`)
-    on the worlds of `seeds`."""
+def build_nano(seed: int = 0, *, steps: int | None = None, copy_steps: int | None = None, seeds=PRETRAIN_SEEDS,
+               progress: bool = True):
+    """(model, tokenizer): the nano tokenizer and model, pre-trained for `steps` steps (default `PRETRAIN_STEPS`),
+    then `copy_steps` (default `COPY_STEPS`) of the copying phase, on the worlds of `seeds`."""
     steps = PRETRAIN_STEPS if steps is None else steps
     from transformers import LlamaForCausalLM
 
@@ -210,6 +225,12 @@ def build_nano(seed: int = 0, *, steps: int | None = None, seeds=PRETRAIN_SEEDS,
     trajectories, passages = pretraining_examples(worlds, protocol, tokenizer)
     log = pretrain(model, tokenizer, trajectories, passages, steps=steps, seed=seed, progress=progress)
     logger.info("nano: %d steps in %.0f s, final loss %.3f", steps, log["seconds"], log["losses"][-1])
+    copy = copy_steps if copy_steps is not None else COPY_STEPS
+    if copy:
+        log = pretrain(model, tokenizer, trajectories, first_turn_examples(trajectories, tokenizer), steps=copy,
+                       seed=seed + 1, progress=progress, learning_rate=COPY_LEARNING_RATE, share=0.5,
+                       desc="nano copying")
+        logger.info("nano: %d copying steps in %.0f s, final loss %.3f", copy, log["seconds"], log["losses"][-1])
     return model, tokenizer
 
 
@@ -219,4 +240,4 @@ def parameter_count(model) -> int:
 
 
 __all__ = ["PRETRAIN_SEEDS", "PROTOCOL", "RECIPE_VERSION", "build_nano", "build_nano_tokenizer", "nano_config",
-           "parameter_count", "pretrain", "pretraining_examples", "protocol_tags", "trajectory_items", "world_texts"]
+           "first_turn_examples", "parameter_count", "pretrain", "pretraining_examples", "protocol_tags", "trajectory_items", "world_texts"]
