@@ -99,12 +99,14 @@ def measure(name: str, cfg, policy: str, steps: int, world, retriever, tokenizer
     import torch
 
     from searchrl.core.progress import attach_stage_bar
+    from searchrl.core.threads import apply_torch_threads
     from searchrl.experiments.experiment_data import balanced_take, seed_everything
     from searchrl.protocols import get_protocol
     from searchrl.rewards import make_rewards
     from searchrl.trainer import SearchGRPOTrainer, prompt_dataset
     from searchrl.trainer.arguments import grpo_args, lora_config
 
+    apply_torch_threads(cfg.torch_threads)
     seed_everything(cfg.seed)
     protocol = get_protocol(cfg.protocol)
     rows = balanced_take(world.splits["train"], cfg.n_train, cfg.train_question_types or None, cfg.seed,
