@@ -17,7 +17,7 @@ TINY_SEARCHER = "tiny-searcher"  # the same, taught to open with a search call: 
 NANO = "nano"  # a million-weight model with a tokenizer fitted to the synthetic world, pre-trained on other worlds
 TINY_POLICIES = (TINY_POLICY, TINY_SEARCHER, NANO)  # built on first use and cached (`_tiny_policy_path`)
 # How long each first build takes on a CPU, as users are told (tiny-searcher is trained, tiny-random only drawn).
-TINY_BUILD_TIME = {TINY_POLICY: "a few seconds", TINY_SEARCHER: "under a minute", NANO: "about ten minutes"}
+TINY_BUILD_TIME = {TINY_POLICY: "a few seconds", TINY_SEARCHER: "under a minute", NANO: "about fifteen minutes"}
 
 
 @dataclass(frozen=True)
