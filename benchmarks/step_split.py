@@ -14,7 +14,9 @@ The first step of each variant is a warm-up and is not counted.
     python benchmarks/step_split.py --variant baseline: --variant bf16:bf16=true --variant lora:use_peft=true,learning_rate=1e-4
     python benchmarks/step_split.py --tiny --steps 2        # random tiny model: checks the script in seconds
 A variant may name its own checkpoint (`policy=PATH`), for settings a checkpoint must be trained under (a prompt
-protocol: a policy searches only under the prompt of its cold start).
+protocol: a policy searches only under the prompt of its cold start), or its own params file (`params=PATH`, the
+overrides on top), which brings its own model, tokenizer and world, so that two profiles run side by side:
+    python benchmarks/step_split.py --variant cpu: --variant nano:params=params/quickstart/nano.yaml
 Results are printed and saved to outputs/benchmarks/step_split-<time>.json.
 """
 
@@ -97,12 +99,14 @@ def measure(name: str, cfg, policy: str, steps: int, world, retriever, tokenizer
     import torch
 
     from searchrl.core.progress import attach_stage_bar
+    from searchrl.core.threads import apply_torch_threads
     from searchrl.experiments.experiment_data import balanced_take, seed_everything
     from searchrl.protocols import get_protocol
     from searchrl.rewards import make_rewards
     from searchrl.trainer import SearchGRPOTrainer, prompt_dataset
     from searchrl.trainer.arguments import grpo_args, lora_config
 
+    apply_torch_threads(cfg.torch_threads)
     seed_everything(cfg.seed)
     protocol = get_protocol(cfg.protocol)
     rows = balanced_take(world.splits["train"], cfg.n_train, cfg.train_question_types or None, cfg.seed,
@@ -157,20 +161,26 @@ def main() -> None:
     if args.tiny:
         base = base.replace(model="tiny-random", prompts_per_step=1, num_generations=2, max_completion_tokens=64,
                             world_entities=40)
+    def setting(cfg):
+        """(world, retriever, tokenizer) of a variant's settings: the world it trains on (train_world_seed)."""
+        seed = cfg.train_world_seed if cfg.train_world_seed >= 0 else cfg.world_seed
+        world = make_world(seed=seed, n_entities=cfg.world_entities, words_per_passage=cfg.world_passage_words)
+        return world, make_retriever(cfg.retriever, world.corpus), load_tokenizer(cfg.model)
+
     policy = args.policy or policy_path(base.model)
-    world = make_world(seed=base.world_seed, n_entities=base.world_entities,
-                       words_per_passage=base.world_passage_words)
-    retriever = make_retriever(base.retriever, world.corpus)
-    tokenizer = load_tokenizer(base.model)
+    shared = setting(base)
     results = []
     for text in args.variant or DEFAULT_VARIANTS:
         name, overrides = parse_variant(text)
         own = overrides.pop("policy", None)
-        cfg = base.replace(**overrides)
-        print(f"== {name}: {overrides or 'the params file as it is'}" + (f", policy {own}" if own else ""), flush=True)
-        results.append(measure(name, cfg, policy_path(str(own)) if own else policy, args.steps, world, retriever,
-                               tokenizer))
-        results[-1]["policy"] = str(own or policy)
+        params = overrides.pop("params", None)
+        cfg = RunConfig.from_params(None, str(params), **overrides) if params else base.replace(**overrides)
+        print(f"== {name}: {overrides or 'the params file as it is'}" + (f", policy {own}" if own else "")
+              + (f", params {params}" if params else ""), flush=True)
+        start = policy_path(str(own)) if own else policy_path(cfg.model) if params else policy
+        results.append(measure(name, cfg, start, args.steps, *(setting(cfg) if params else shared)))
+        results[-1]["policy"] = str(own or start)
+        results[-1]["params"] = str(params or args.params)
         print(json.dumps(results[-1]), flush=True)
 
     header = f"{'variant':<14}" + "".join(f"{p:>10}" for p in (*PARTS, "step")) + f"{'rollouts/min':>14}{'ratio':>7}"

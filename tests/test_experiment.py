@@ -198,6 +198,23 @@ def test_eval_subsets_filters_and_the_no_search_stage(tmp_path, monkeypatch):
     assert off.no_search_baseline(model) is None
 
 
+def test_the_no_search_stage_runs_under_forced_searches(tmp_path, monkeypatch):
+    # forced_searches acts on training rollouts, but is checked against the budget: the stage's budget of 0 caps it
+    exp = _experiment(tmp_path, monkeypatch, n_eval=2, eval_no_search=True, forced_searches=1,
+                      train_forced_opener=True, max_completion_tokens=16)
+    seen = []
+
+    def evaluate(*args, rollout, **kwargs):
+        seen.append(rollout)
+        raise LookupError("enough: the rollout settings were built")
+
+    monkeypatch.setattr("searchrl.evaluation.evaluate.evaluate", evaluate)
+    with pytest.raises(LookupError, match="enough"):
+        exp.no_search_baseline(None)
+    assert [(r.max_searches, r.forced_searches, r.train_forced_opener) for r in seen] == [(0, 0, False)]
+    assert exp.cfg.rollout_config().forced_searches == 1
+
+
 def test_held_out_questions_do_not_move_with_the_training_seed(tmp_path, monkeypatch):
     # Runs over seeds (and an ablation's arms) are compared question by question, so the training seed must not
     # pick the held-out questions; the world (world_seed) does.

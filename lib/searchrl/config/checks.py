@@ -73,8 +73,8 @@ _MINIMUMS: dict[str, float] = {
     "logging_steps": 1, "save_steps": 1, "stage1_steps": 0, "eval_batch_size": 1, "n_trajectories_shown": 0,
     "world_seed": 0, "world_passage_words": 20, "torch_threads": 0, "reward_kl_coef": 0.0, "train_max_hops": 0,
     "n_eval_untrained": 0, "micro_batch_size": 0, "num_iterations": 1, "steps_per_generation": 1, "max_prompt_tokens": 0,
-    "sft_batch_size": 1, "train_top_layers": 0,
-    "dynamic_sampling_max_draws": 1, "eval_top_k": 0, "eval_temperature": 0.0,
+    "sft_batch_size": 1, "train_top_layers": 0, "dynamic_sampling_max_draws": 1, "eval_top_k": 0,
+    "eval_temperature": 0.0, "eval_max_hops": 0, "train_world_seed": -1,
 }  # fmt: skip
 _POSITIVE = ("learning_rate", "sft_learning_rate", "sft_epochs", "vllm_gpu_memory_utilization", "value_lr")
 

@@ -9,14 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["BUNDLED", "DEFAULT_POLICY", "GEMMA3_PACKAGES", "TINY_BUILD_TIME", "TINY_POLICIES", "TINY_POLICY",
-           "TINY_SEARCHER", "BundledModel"]
+           "TINY_SEARCHER", "BundledModel", "NANO"]
 
 DEFAULT_POLICY = "smollm2-135m-instruct"
 TINY_POLICY = "tiny-random"  # a random tiny model with the SmolLM2 tokenizer: for smoke runs of the machinery
 TINY_SEARCHER = "tiny-searcher"  # the same, taught to open with a search call: smoke runs with retrieved spans to show
-TINY_POLICIES = (TINY_POLICY, TINY_SEARCHER)  # built on first use and cached (`_tiny_policy_path`)
+NANO = "nano"  # a million-weight model with a tokenizer fitted to the synthetic world, pre-trained on other worlds
+TINY_POLICIES = (TINY_POLICY, TINY_SEARCHER, NANO)  # built on first use and cached (`_tiny_policy_path`)
 # How long each first build takes on a CPU, as users are told (tiny-searcher is trained, tiny-random only drawn).
-TINY_BUILD_TIME = {TINY_POLICY: "a few seconds", TINY_SEARCHER: "under a minute"}
+TINY_BUILD_TIME = {TINY_POLICY: "a few seconds", TINY_SEARCHER: "under a minute", NANO: "about fifteen minutes"}
 
 
 @dataclass(frozen=True)

@@ -106,6 +106,16 @@ class DataSettings:
     less time."""
     eval_split: str = "test"
     """Split of the dataset used for evaluation."""
+    eval_question_types: list[str] = field(default_factory=list)
+    """Question types of the held-out questions (e.g. single_hop, bridge); empty: all types. Leaving out the types
+    whose answer is one of two names in the question (comparison, bridge_comparison) keeps guessing near zero F1."""
+    eval_max_hops: int = 0
+    """Keep only held-out questions of at most this many hops; 0: no limit."""
+    train_world_seed: int = -1
+    """Synthetic dataset: the seed of a second world that the cold start and RL train on, apart from the evaluation
+    world (world_seed). Its passages join the retriever's corpus, so the held-out questions are about entities the
+    model never trained on, whose passages only a search finds; any split of the evaluation world (eval_split, even
+    train) is then held out. -1: train on world_seed's own train split."""
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,22 @@ def held_out_rows(rows: list, cfg: RunConfig) -> list:
     """The run's `n_eval` evaluation questions out of `rows`, balanced over types. They depend on the data
     (world_seed), never on the training seed, so runs over seeds and an ablation's arms are scored on the same
     questions and can be paired question by question."""
-    return balanced_take(rows, cfg.n_eval, None, cfg.world_seed + 1)
+    return balanced_take(rows, cfg.n_eval, cfg.eval_question_types or None, cfg.world_seed + 1, cfg.eval_max_hops)
+
+
+def _apart(world, prefix: str):
+    """`world` with `prefix` on every passage id (and on the rows' supporting ids), so that its passages can join
+    another world's in one corpus, whose ids must be unique."""
+    import dataclasses
+
+    def row(r):
+        meta = r["metadata"]
+        return {**r, "metadata": {**meta, "supporting_ids": [prefix + i for i in meta.get("supporting_ids", [])]}}
+
+    corpus = [dataclasses.replace(d, id=prefix + d.id) for d in world.corpus]
+    splits = {name: [row(r) for r in rows] for name, rows in world.splits.items()}
+    entities = [dataclasses.replace(e, fact_docs={k: prefix + v for k, v in e.fact_docs.items()}) for e in world.entities]
+    return dataclasses.replace(world, corpus=corpus, splits=splits, entities=entities)
 
 
 def benchmark_rows(cfg: RunConfig) -> list:
@@ -98,8 +113,11 @@ class ExperimentData:
             from searchrl.data.synthetic import world_of
 
             world = world_of(cfg)
-            self.world = world
             train, evaluation, corpus = world.splits["train"], world.splits[cfg.eval_split], world.corpus
+            if cfg.train_world_seed >= 0:  # train on a world of its own; both worlds' passages are searchable
+                world = _apart(world_of(cfg.replace(world_seed=cfg.train_world_seed)), f"w{cfg.train_world_seed}:")
+                train, corpus = world.splits["train"], corpus + world.corpus
+            self.world = world  # the world the cold start and RL train on
             eval_source, eval_fix = f"the synthetic world's {cfg.eval_split!r} split", "raise n_eval or world_entities"
         else:
             from searchrl.data.catalog import eval_split_of, resolve_corpus, resolve_index, resolve_questions

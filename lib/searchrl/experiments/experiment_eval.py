@@ -40,7 +40,10 @@ class ExperimentEvaluation:
         cfg = self.cfg
         rollout = cfg.eval_rollout_config()  # `evaluate` itself stops at a retriever outage, whatever the run allows
         if max_searches is not None:
-            rollout = dataclasses.replace(rollout, max_searches=max_searches)
+            # forced_searches acts on training rollouts only, but may not exceed the budget it is checked against
+            forced = min(rollout.forced_searches, max_searches)
+            rollout = dataclasses.replace(rollout, max_searches=max_searches, forced_searches=forced,
+                                          train_forced_opener=rollout.train_forced_opener and forced > 0)
         slug = stage.replace(" ", "_")
         # eval_rows interleave the types, so a prefix covers them all
         rows = self.eval_rows[:n_questions] if n_questions > 0 else self.eval_rows

@@ -22,6 +22,7 @@ import torch
 from searchrl.config.models import (
     BUNDLED,
     DEFAULT_POLICY,
+    NANO,
     TINY_BUILD_TIME,
     TINY_POLICIES,
     TINY_POLICY,
@@ -100,7 +101,7 @@ def model_family(name_or_path: str) -> str | None:
     if name_or_path in BUNDLED:
         return BUNDLED[name_or_path].family
     if name_or_path in TINY_POLICIES:
-        return BUNDLED[DEFAULT_POLICY].family  # built as a tiny Llama with the SmolLM2 tokenizer
+        return BUNDLED[DEFAULT_POLICY].family  # built as tiny Llamas (nano with a tokenizer of its own)
     config = Path(name_or_path).expanduser() / "config.json"
     if config.is_file():
         import json
@@ -197,7 +198,7 @@ def load_tokenizer(name_or_path: str = DEFAULT_POLICY):
     """The tokenizer of a policy, with a pad token and left padding (what batched generation needs)."""
     from transformers import AutoTokenizer
 
-    if name_or_path in TINY_POLICIES:
+    if name_or_path in TINY_POLICIES and name_or_path != NANO:
         name_or_path = DEFAULT_POLICY  # same tokenizer; avoids building the tiny model just for it
     tokenizer = AutoTokenizer.from_pretrained(policy_path(name_or_path))
     if tokenizer.pad_token is None:
@@ -282,6 +283,10 @@ def _build_tiny_policy(name: str):
         from searchrl.models.tiny_searcher import build_tiny_searcher
 
         return build_tiny_searcher(tiny_test_policy, seed=0)
+    if name == NANO:
+        from searchrl.models.nano import build_nano
+
+        return build_nano(seed=0)
     return tiny_test_policy(seed=0)
 
 
@@ -290,6 +295,10 @@ def _tiny_cache_folder(name: str) -> Path:
         from searchrl.models.tiny_searcher import RECIPE_VERSION
 
         return cache_root() / "models" / f"{name}-v{RECIPE_VERSION}"
+    if name == NANO:
+        from searchrl.models.nano import RECIPE_VERSION as NANO_RECIPE
+
+        return cache_root() / "models" / f"{name}-v{NANO_RECIPE}"
     return cache_root() / "models" / name
 
 

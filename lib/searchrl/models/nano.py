@@ -1,0 +1,249 @@
+"""`nano`: a model of about a million weights that reads and writes the synthetic world, for RL that shows in minutes.
+
+SmolLM2-135M trains a few hundred rollouts an hour on two CPU cores; a model this size, with a vocabulary fitted to
+the world's templated language, does hundreds a minute. The recipe:
+
+1. **Tokenizer.** A byte-level BPE of `VOCAB_SIZE` pieces fitted to the text of worlds of other seeds
+   (`PRETRAIN_SEEDS`: passages, questions, the search_r1 prompt and written trajectories), with every protocol's
+   tags as whole tokens. Names are invented from syllables, so a world the tokenizer never saw still tokenizes into
+   the same syllable pieces; byte-level pieces decode back to the exact text. No chat template: profiles set
+   `chat_prompt: false` (a plain prompt is what `build_prompt` writes without one anyway).
+2. **Architecture.** A Llama of `LAYERS` blocks, `HIDDEN` wide, tied embeddings (`nano_config`).
+3. **Pre-training.** `PRETRAIN_STEPS` steps of next-token loss on the same worlds: their passages (the language,
+   and how facts are stated) and written search_r1 trajectories of single-hop questions, one search each, with the
+   retrieved documents masked out of the loss (so the model learns to copy a name from a document into its answer,
+   not to memorise documents). It never sees the evaluation world: its facts are reachable only by search.
+
+`searchrl.models.policy_path("nano")` builds it on first use and caches it under a folder named with
+`RECIPE_VERSION`; `build_nano` is the recipe. A run's own cold start and RL then train it on its world.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import re
+import time
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+RECIPE_VERSION = 3  # part of the cache folder's name: a changed recipe must not load a model built by the old one
+PROTOCOL = "search_r1_compact"  # Search-R1's tags under a short instruction: a third of the prompt's tokens
+# Worlds of their own: the notebooks use world_seed 0 (and tiny-searcher seed 1), so none of these facts is asked.
+# Many worlds, so that no name recurs often enough to be memorised: trained on four (1,130 trajectories, each seen
+# about ten times) the model learnt those worlds' names and copied none of an unseen world's.
+PRETRAIN_SEEDS = tuple(range(101, 141))
+TOKENIZER_WORLDS = 4  # the BPE is fitted on the first few: its syllable pieces are the same in every world
+WORLD = {"n_entities": 200, "words_per_passage": 40}  # the nano profile's world size, so passages read alike
+TOP_K = 2  # documents per search in the written trajectories (the nano profile's top_k)
+VOCAB_SIZE = 2048  # at 4096 the leftover merges spell whole names of these worlds, which no other world has
+HIDDEN, LAYERS, HEADS = 128, 4, 4
+MAX_POSITIONS = 1024
+PRETRAIN_STEPS = 400
+BATCH_SIZE = 16
+LEARNING_RATE = 3e-3
+WARMUP_STEPS = 50
+PASSAGE_SHARE = 0.25  # share of each batch that is plain passages; the rest are trajectories
+# Phases on copying: after the first, the model writes the format but garbles the names it copies from the question.
+# Part of each batch is then the trajectories' first turns (question -> thought and query naming the entity; a fifth
+# of a trajectory's tokens), the rest whole trajectories, at a lower rate.
+# A third phase, weighted to whole trajectories: after the second the queries named the question's entity (the
+# right passage retrieved for 46% of unseen single-hop questions) but answers were still garbled copies.
+COPY_PHASES = ((500, 0.5), (400, 0.25))  # (steps, share of first turns in a batch)
+COPY_LEARNING_RATE = 1e-3
+EOS, PAD = "<|endoftext|>", "<|pad|>"
+
+
+def protocol_tags() -> list[str]:
+    """Every registered protocol's tags (query, observation, answer, reasoning and internal-answer spans)."""
+    from searchrl.protocols import PROTOCOLS, get_protocol
+
+    tags: dict[str, None] = {}
+    for name in PROTOCOLS.names():
+        protocol = get_protocol(name)
+        for attr in dir(protocol):
+            if attr.endswith(("_open", "_close")):
+                value = getattr(protocol, attr)
+                if isinstance(value, str) and value.strip().startswith("<") and len(value.strip()) > 2:
+                    tags[value.strip()] = None
+    return list(tags)
+
+
+def pretrain_worlds(seeds=PRETRAIN_SEEDS):
+    from searchrl.data.synthetic import make_world
+
+    return [make_world(seed=s, progress=False, **WORLD) for s in seeds]
+
+
+def world_texts(world, protocol) -> list[str]:
+    """The text a world is written in, as a model meets it: passages as the protocol shows them, and questions."""
+    docs = [protocol.format_doc(1, d) for d in world.corpus]
+    questions = [protocol.build_prompt(r["question"], None, chat=False) for rows in world.splits.values()
+                 for r in rows]
+    return docs + questions
+
+
+def invented_name_words(world) -> set[str]:
+    """The words of the world's entity names that its templates never use: the invented, seed-specific ones."""
+    from searchrl.data.synthetic.passages import template_vocabulary
+
+    known = {w.lower() for w in template_vocabulary()}
+    return {w for e in world.entities for w in re.findall(r"[A-Za-z]+", e.name) if w.lower() not in known}
+
+
+def tokenizer_corpus(worlds, protocol, trajectories: list[dict]) -> list[str]:
+    """What the BPE is fitted on: the worlds' text with the invented names taken out, then each invented word once.
+
+    A name occurs in dozens of a world's passages, so fitted on the plain text the BPE would spend its merges on
+    whole names of these worlds, which no other world has. Seen once each, names only teach it their syllables,
+    which every world shares; the template words, seen thousands of times, become whole tokens.
+    """
+    names = set().union(*(invented_name_words(w) for w in worlds))
+    pattern = re.compile(r"\b(?:" + "|".join(sorted(names, key=len, reverse=True)) + r")\b")
+    texts = [t for w in worlds for t in world_texts(w, protocol)]
+    texts += [segment for item in trajectories for segment, _ in item["segments"]]
+    return [pattern.sub("", t) for t in texts] + [" " + n for n in sorted(names)]
+
+
+def trajectory_items(world, protocol, types=("single_hop",)) -> list[dict]:
+    """Written one-search trajectories (prompt + segments) of the world's training questions of `types`."""
+    from searchrl.config.rollout import RolloutConfig
+    from searchrl.data.synthetic.trajectories import templated_trajectories
+    from searchrl.retrieval import BM25Retriever
+
+    retriever = BM25Retriever(world.corpus, show_progress=False)
+    rows = [r for r in world.splits["train"] if r["metadata"]["type"] in types]
+    return templated_trajectories(rows, protocol, retriever, rollout=RolloutConfig(top_k=TOP_K, max_searches=1),
+                                  chat=False)
+
+
+def build_nano_tokenizer(texts: list[str], vocab_size: int = VOCAB_SIZE, tags: list[str] | None = None):
+    """A byte-level BPE `PreTrainedTokenizerFast` fitted to `texts`, with `tags` as whole (non-special) tokens."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOS, PAD], show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    core.train_from_iterator(texts, trainer=trainer)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, eos_token=EOS, pad_token=PAD,
+                                        clean_up_tokenization_spaces=False)
+    tokenizer.add_tokens(list(tags if tags is not None else protocol_tags()))
+    tokenizer.padding_side = "left"
+    tokenizer.model_max_length = MAX_POSITIONS
+    return tokenizer
+
+
+def nano_config(tokenizer, *, hidden: int = HIDDEN, layers: int = LAYERS, heads: int = HEADS):
+    from transformers import LlamaConfig
+
+    return LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=hidden * 4,
+                       num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
+                       max_position_embeddings=MAX_POSITIONS, tie_word_embeddings=True, rope_theta=10000.0,
+                       bos_token_id=None, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+
+
+def pretraining_examples(worlds, protocol, tokenizer) -> tuple[list, list]:
+    """(trajectory examples, passage examples), each (input_ids, labels): the trajectories' prompts and retrieved
+    documents masked, the passages trained whole."""
+    from searchrl.data.tokenize import tokenize_sft
+
+    items = [item for world in worlds for item in trajectory_items(world, protocol)]
+    tokenized = tokenize_sft(items, tokenizer, MAX_POSITIONS)
+    trajectories = list(zip(tokenized["input_ids"], tokenized["labels"]))
+    passages = []
+    for world in worlds:
+        for doc in world.corpus:
+            ids = tokenizer(protocol.format_doc(1, doc), add_special_tokens=False)["input_ids"]
+            passages.append((ids, list(ids)))
+    return trajectories, passages
+
+
+def first_turn_examples(trajectories: list, tokenizer) -> list:
+    """Each (input_ids, labels) trajectory cut after its first search call (the first `</search>`)."""
+    close = tokenizer.convert_tokens_to_ids("</search>")
+    return [(ids[: ids.index(close) + 1], labels[: ids.index(close) + 1]) for ids, labels in trajectories
+            if close in ids]
+
+
+def pretrain(model, tokenizer, trajectories, passages, *, steps: int = PRETRAIN_STEPS, seed: int = 0,
+             progress: bool = True, learning_rate: float = LEARNING_RATE, share: float = PASSAGE_SHARE,
+             desc: str = "nano pre-training") -> dict:
+    """Train `model` in place for `steps` steps of batches mixing `trajectories` and, a `share` of each batch,
+    `passages` (any second list of examples); returns {"steps", "losses", "seconds"}."""
+    from searchrl.core.progress import progress_bar
+    from searchrl.models.tiny_searcher import _batch, trained_token_loss
+
+    rng = random.Random(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.0, betas=(0.9, 0.98))
+
+    def rate(step: int) -> float:  # warm up, then cosine down to a tenth
+        if step < WARMUP_STEPS:
+            return (step + 1) / WARMUP_STEPS
+        done = (step - WARMUP_STEPS) / max(1, steps - WARMUP_STEPS)
+        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * done))
+
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
+    n_passages = round(BATCH_SIZE * share) if passages else 0
+    losses: list[float] = []
+    start = time.perf_counter()
+    model.train()
+    bar = progress_bar(total=steps, desc=desc, disable=not progress)
+    for _ in range(steps):
+        picked = rng.sample(trajectories, BATCH_SIZE - n_passages) + rng.sample(passages, n_passages)
+        loss = trained_token_loss(model, _batch(picked, tokenizer.pad_token_id))
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        losses.append(loss.item())
+        bar.update(1)
+        bar.set_postfix(loss=f"{sum(losses[-20:]) / len(losses[-20:]):.3f}")
+    bar.close()
+    model.eval()
+    return {"steps": steps, "losses": losses, "seconds": time.perf_counter() - start}
+
+
+def build_nano(seed: int = 0, *, steps: int | None = None, copy_steps: int | None = None, seeds=PRETRAIN_SEEDS,
+               progress: bool = True):
+    """(model, tokenizer): the nano tokenizer and model, pre-trained for `steps` steps (default `PRETRAIN_STEPS`),
+    then each copying phase (`COPY_PHASES`; `copy_steps` replaces each one's steps), on the worlds of `seeds`."""
+    steps = PRETRAIN_STEPS if steps is None else steps
+    from transformers import LlamaForCausalLM
+
+    from searchrl.protocols import get_protocol
+
+    protocol = get_protocol(PROTOCOL)
+    worlds = pretrain_worlds(seeds)
+    fitted = worlds[:TOKENIZER_WORLDS]
+    tokenizer = build_nano_tokenizer(tokenizer_corpus(fitted, protocol, trajectory_items(fitted[0], protocol)))
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(nano_config(tokenizer))
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.bos_token_id = None
+    trajectories, passages = pretraining_examples(worlds, protocol, tokenizer)
+    log = pretrain(model, tokenizer, trajectories, passages, steps=steps, seed=seed, progress=progress)
+    logger.info("nano: %d steps in %.0f s, final loss %.3f", steps, log["seconds"], log["losses"][-1])
+    turns = first_turn_examples(trajectories, tokenizer)
+    for phase, (copy, share) in enumerate(COPY_PHASES, 1):
+        copy = copy if copy_steps is None else copy_steps
+        log = pretrain(model, tokenizer, trajectories, turns, steps=copy, seed=seed + phase, progress=progress,
+                       learning_rate=COPY_LEARNING_RATE, share=share, desc=f"nano copying {phase}")
+        logger.info("nano: %d copying steps in %.0f s, final loss %.3f", copy, log["seconds"], log["losses"][-1])
+    return model, tokenizer
+
+
+def parameter_count(model) -> int:
+    """Distinct weights (tied embeddings counted once)."""
+    return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+
+
+__all__ = ["PRETRAIN_SEEDS", "PROTOCOL", "RECIPE_VERSION", "build_nano", "build_nano_tokenizer", "nano_config",
+           "first_turn_examples", "parameter_count", "pretrain", "pretraining_examples", "protocol_tags", "trajectory_items", "world_texts"]

@@ -1,0 +1,74 @@
+"""The nano model: its tokenizer reads the world's text and every protocol tag exactly, its size, and its build,
+cached once under a folder named with its recipe version. Built here with a few steps: what it learns is measured
+in benchmarks and docs/nano.md, not here."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from searchrl import models
+from searchrl.models import nano
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """A nano build of two pre-training steps on two small worlds."""
+    return nano.build_nano(steps=2, copy_steps=2, seeds=(101, 102), progress=False)
+
+
+def test_tokenizer_round_trips_an_unseen_worlds_text_and_the_tags(built):
+    from searchrl.data.synthetic import make_world
+    from searchrl.protocols import get_protocol
+
+    _, tokenizer = built
+    protocol = get_protocol(nano.PROTOCOL)
+    world = make_world(seed=0, n_entities=40, words_per_passage=40, progress=False)  # never fitted on
+    texts = [protocol.format_doc(1, d) for d in world.corpus[:20]]
+    texts += [protocol.build_prompt(r["question"], tokenizer, chat=False) for r in world.splits["test"][:20]]
+    for text in texts:
+        assert tokenizer.decode(tokenizer(text, add_special_tokens=False)["input_ids"]) == text
+    for tag in nano.protocol_tags():  # each tag is one token, kept by skip_special_tokens
+        ids = tokenizer(tag, add_special_tokens=False)["input_ids"]
+        assert len(ids) == 1 and tokenizer.decode(ids, skip_special_tokens=True) == tag
+    assert {"<search>", "</answer>", "<|begin_of_query|>"} <= set(nano.protocol_tags())
+    # Template words are whole tokens; an invented name is spelled in a few syllable pieces.
+    assert len(tokenizer(" is the capital of", add_special_tokens=False)["input_ids"]) == 4
+    assert tokenizer.eos_token_id != tokenizer.pad_token_id and tokenizer.padding_side == "left"
+
+
+def test_model_is_a_small_llama_that_generates_with_its_tokenizer(built):
+    model, tokenizer = built
+    assert model.config.model_type == "llama" and model.config.vocab_size == len(tokenizer)
+    assert 5e5 < nano.parameter_count(model) < 5e6
+    inputs = tokenizer(["Question: who?\n"], return_tensors="pt", add_special_tokens=False)
+    out = model.generate(**inputs, max_new_tokens=4, do_sample=False)
+    assert out.shape[1] > inputs["input_ids"].shape[1]
+
+
+def test_pretraining_lowers_the_loss_on_its_examples(built):
+    from searchrl.protocols import get_protocol
+
+    model, tokenizer = built
+    worlds = nano.pretrain_worlds((101,))
+    trajectories, passages = nano.pretraining_examples(worlds, get_protocol(nano.PROTOCOL), tokenizer)
+    # Only what the model writes is trained: the prompt and the retrieved documents are masked.
+    ids, labels = trajectories[0]
+    assert labels[0] == -100 and 0 < sum(label != -100 for label in labels) < len(ids) / 2
+    torch.manual_seed(0)
+    fresh = type(model)(model.config)
+    log = nano.pretrain(fresh, tokenizer, trajectories, passages, steps=12, progress=False)
+    assert sum(log["losses"][-3:]) < sum(log["losses"][:3])
+
+
+def test_nano_is_built_once_into_a_cache_named_by_its_recipe(monkeypatch, tmp_path, built):
+    monkeypatch.setenv(models.CACHE_ENV, str(tmp_path))
+    builds = []
+    monkeypatch.setattr(models, "_build_tiny_policy", lambda name: builds.append(name) or built)
+    first = models.policy_path(models.NANO)
+    assert models.policy_path(models.NANO) == first and builds == [models.NANO]
+    assert first.endswith(f"{models.NANO}-v{nano.RECIPE_VERSION}")  # a new recipe never loads an old build
+    tokenizer = models.load_tokenizer(models.NANO)  # its own tokenizer, not SmolLM2's
+    assert len(tokenizer) == len(built[1]) and tokenizer.padding_side == "left"
+    monkeypatch.setattr(nano, "RECIPE_VERSION", nano.RECIPE_VERSION + 1)
+    assert models.policy_path(models.NANO) != first and builds == [models.NANO, models.NANO]
