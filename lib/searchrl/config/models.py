@@ -8,8 +8,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["BUNDLED", "DEFAULT_POLICY", "GEMMA3_PACKAGES", "TINY_BUILD_TIME", "TINY_POLICIES", "TINY_POLICY",
-           "TINY_SEARCHER", "BundledModel", "NANO"]
+__all__ = [
+    "BUNDLED",
+    "DEFAULT_POLICY",
+    "GEMMA3_PACKAGES",
+    "NANO",
+    "TINY_BUILD_TIME",
+    "TINY_POLICIES",
+    "TINY_POLICY",
+    "TINY_SEARCHER",
+    "BundledModel",
+]
 
 DEFAULT_POLICY = "smollm2-135m-instruct"
 TINY_POLICY = "tiny-random"  # a random tiny model with the SmolLM2 tokenizer: for smoke runs of the machinery

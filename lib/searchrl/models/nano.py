@@ -245,5 +245,18 @@ def parameter_count(model) -> int:
     return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
 
 
-__all__ = ["PRETRAIN_SEEDS", "PROTOCOL", "RECIPE_VERSION", "build_nano", "build_nano_tokenizer", "nano_config",
-           "first_turn_examples", "parameter_count", "pretrain", "pretraining_examples", "protocol_tags", "trajectory_items", "world_texts"]
+__all__ = [
+    "PRETRAIN_SEEDS",
+    "PROTOCOL",
+    "RECIPE_VERSION",
+    "build_nano",
+    "build_nano_tokenizer",
+    "first_turn_examples",
+    "nano_config",
+    "parameter_count",
+    "pretrain",
+    "pretraining_examples",
+    "protocol_tags",
+    "trajectory_items",
+    "world_texts",
+]
