@@ -56,6 +56,8 @@ COPY_PHASES = ((500, 0.5), (400, 0.25))  # (steps, share of first turns in a bat
 COPY_LEARNING_RATE = 1e-3
 # Fresh worlds (`build_nano(fresh_every=...)`): a new world of its own seed every few batches, from FRESH_SEED up,
 # so that no name or fact recurs and an answer's loss can fall only by copying it out of the documents in context.
+# Not the default: every 4 batches, the same 1,300 steps, greedy F1 on unseen single-hop questions was 0.0375 (the
+# right passage for 0.19) against the forty fixed worlds' 0.069 (0.63); its loss was still 1.1 and falling.
 FRESH_EVERY = None  # batches per world; None: the fixed worlds of PRETRAIN_SEEDS
 FRESH_SEED = 1000  # first seed of the fresh worlds (clear of 0, 1, 7 and PRETRAIN_SEEDS)
 EOS, PAD = "<|endoftext|>", "<|pad|>"
