@@ -72,3 +72,18 @@ def test_nano_is_built_once_into_a_cache_named_by_its_recipe(monkeypatch, tmp_pa
     assert len(tokenizer) == len(built[1]) and tokenizer.padding_side == "left"
     monkeypatch.setattr(nano, "RECIPE_VERSION", nano.RECIPE_VERSION + 1)
     assert models.policy_path(models.NANO) != first and builds == [models.NANO, models.NANO]
+
+
+def test_fresh_worlds_give_a_new_world_at_each_draw_and_pretrain_takes_them_in_turn(built):
+    from searchrl.protocols import get_protocol
+
+    model, tokenizer = built
+    draw = nano.fresh_worlds(get_protocol(nano.PROTOCOL), tokenizer, every=2)
+    first, second = draw(), draw()
+    for trajectories, passages, turns in (first, second):  # cut to what two batches draw
+        assert 0 < len(turns) <= len(trajectories) <= 2 * nano.BATCH_SIZE and 0 < len(passages) <= 2 * nano.BATCH_SIZE
+    assert {tuple(ids) for ids, _ in first[1]}.isdisjoint(tuple(ids) for ids, _ in second[1])  # no passage recurs
+    calls = []
+    log = nano.pretrain(type(model)(model.config), tokenizer, [], [], steps=5, progress=False, every=2,
+                        source=lambda: calls.append(1) or draw()[:2])
+    assert len(log["losses"]) == 5 and len(calls) == 3  # a new world at steps 0, 2 and 4
