@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 
 import pytest
@@ -56,15 +57,20 @@ def test_bundled_model_answers_offline_from_its_cache():
     assert (models.cache_root() / "models" / models.DEFAULT_POLICY / "config.json").exists()
 
 
-def test_tiny_policies_are_built_once_into_a_versioned_cache(monkeypatch, tmp_path, tiny_policy):
-    from searchrl.models.tiny_searcher import RECIPE_VERSION
-
+@pytest.mark.parametrize("name, recipe", [(models.TINY_SEARCHER, "searchrl.models.tiny_searcher"),
+                                          (models.NANO, "searchrl.models.nano")])
+def test_tiny_policies_are_built_once_into_a_versioned_cache(monkeypatch, tmp_path, tiny_policy, name, recipe):
+    module = importlib.import_module(recipe)
     monkeypatch.setenv(models.CACHE_ENV, str(tmp_path))
     builds = []
-    monkeypatch.setattr(models, "_build_tiny_policy", lambda name: builds.append(name) or tiny_policy)
-    first = models.policy_path(models.TINY_SEARCHER)
-    assert models.policy_path(models.TINY_SEARCHER) == first and builds == [models.TINY_SEARCHER]
-    assert first.endswith(f"{models.TINY_SEARCHER}-v{RECIPE_VERSION}")  # a new recipe never loads an old build
+    monkeypatch.setattr(models, "_build_tiny_policy", lambda built: builds.append(built) or tiny_policy)
+    first = models.policy_path(name)
+    assert models.policy_path(name) == first and builds == [name]
+    assert first.endswith(f"{name}-v{module.RECIPE_VERSION}")
+    if name == models.NANO:  # nano loads the tokenizer of its build, not SmolLM2's
+        assert len(models.load_tokenizer(name)) == len(tiny_policy[1])
+    monkeypatch.setattr(module, "RECIPE_VERSION", module.RECIPE_VERSION + 1)
+    assert models.policy_path(name) != first and builds == [name, name]  # a new recipe never loads an old build
 
 
 def test_searcher_loss_scores_only_trained_tokens_and_matches_the_models_own(tiny_policy):

@@ -1,13 +1,12 @@
-"""The nano model: its tokenizer reads the world's text and every protocol tag exactly, its size, and its build,
-cached once under a folder named with its recipe version. Built here with a few steps: what it learns is measured
-in benchmarks and docs/nano.md, not here."""
+"""The nano model: its tokenizer reads the world's text and every protocol tag exactly, its size, and its build
+phases (its cache is tested with tiny-searcher's, in tests/test_models.py). Built here with a few steps: what it
+learns is measured in benchmarks and docs/nano.md, not here."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from searchrl import models
 from searchrl.models import nano
 
 
@@ -59,19 +58,6 @@ def test_pretraining_lowers_the_loss_on_its_examples(built):
     fresh = type(model)(model.config)
     log = nano.pretrain(fresh, tokenizer, trajectories, passages, steps=12, progress=False)
     assert sum(log["losses"][-3:]) < sum(log["losses"][:3])
-
-
-def test_nano_is_built_once_into_a_cache_named_by_its_recipe(monkeypatch, tmp_path, built):
-    monkeypatch.setenv(models.CACHE_ENV, str(tmp_path))
-    builds = []
-    monkeypatch.setattr(models, "_build_tiny_policy", lambda name: builds.append(name) or built)
-    first = models.policy_path(models.NANO)
-    assert models.policy_path(models.NANO) == first and builds == [models.NANO]
-    assert first.endswith(f"{models.NANO}-v{nano.RECIPE_VERSION}")  # a new recipe never loads an old build
-    tokenizer = models.load_tokenizer(models.NANO)  # its own tokenizer, not SmolLM2's
-    assert len(tokenizer) == len(built[1]) and tokenizer.padding_side == "left"
-    monkeypatch.setattr(nano, "RECIPE_VERSION", nano.RECIPE_VERSION + 1)
-    assert models.policy_path(models.NANO) != first and builds == [models.NANO, models.NANO]
 
 
 def test_fresh_worlds_give_a_new_world_at_each_draw_and_pretrain_takes_them_in_turn(built):

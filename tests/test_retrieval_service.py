@@ -348,3 +348,14 @@ def test_rollout_stops_loudly_when_the_service_is_down(tokenizer):
             _rollout(tokenizer, remote, ["<search>Velmora</search>", "<answer>x</answer>"], **cfg)
     finally:
         sock.close()
+
+
+def test_a_corpus_is_hashed_once_and_again_when_its_length_or_ends_change():
+    corpus = [Doc(id=str(i), title=f"t{i}", text=f"passage {i}") for i in range(4)]
+    first = corpus_fingerprint(corpus)
+    assert corpus_fingerprint(list(corpus)) == first  # the same passages in another list: the same digest
+    corpus.append(Doc(id="4", title="t4", text="passage 4"))
+    assert corpus_fingerprint(corpus) != first
+    corpus[-1] = Doc(id="4", title="t4", text="another passage")  # same length, a new passage at an end
+    changed = corpus_fingerprint(corpus)
+    assert changed not in (first, corpus_fingerprint(corpus[:4] + [Doc(id="4", title="t4", text="passage 4")]))

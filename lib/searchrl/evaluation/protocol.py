@@ -311,28 +311,11 @@ def _corpus_of(retriever: Any) -> tuple[str, int | None]:
     if callable(attribute):
         return str(attribute()), size
     try:
-        return _hashed_corpus(corpus), size
+        from searchrl.retrieval.service import corpus_fingerprint
+
+        return corpus_fingerprint(corpus), size
     except (AttributeError, TypeError):  # not a list of Doc
         return "", size
-
-
-# id(corpus) -> (its length, its first and last passage, fingerprint): one run evaluates the same corpus at every
-# stage and probe, and hashing every passage again each time would cost seconds on a large in-memory corpus.
-_HASHED: dict[int, tuple[int, Any, Any, str]] = {}
-
-
-def _hashed_corpus(corpus: Sequence[Any]) -> str:
-    from searchrl.retrieval.service import corpus_fingerprint
-
-    ends = (corpus[0], corpus[-1]) if len(corpus) else (None, None)
-    known = _HASHED.get(id(corpus))
-    if known is not None and known[0] == len(corpus) and known[1] is ends[0] and known[2] is ends[1]:
-        return known[3]
-    digest = corpus_fingerprint(corpus)
-    if len(_HASHED) > 16:
-        _HASHED.clear()
-    _HASHED[id(corpus)] = (len(corpus), *ends, digest)
-    return digest
 
 
 def _retriever_of(retriever: Any) -> tuple[str, str, str, int | None]:

@@ -83,7 +83,7 @@ def scored_search(retriever: BaseRetriever, queries: list[str], k: int) -> list[
     if isinstance(retriever, BM25Retriever):
         scorer = _bm25_scored
     elif isinstance(retriever, DenseRetriever):
-        scorer = _dense_scored
+        scorer = DenseRetriever.scored_batch
     else:
         return [[(doc, None) for doc in docs] for docs in retriever.search(queries, k)]
     k = check_k(k, len(retriever))
@@ -94,10 +94,6 @@ def scored_search(retriever: BaseRetriever, queries: list[str], k: int) -> list[
         for position, docs in zip(live, scorer(retriever, [cleaned[p] for p in live], k), strict=True):
             results[position] = docs
     return results
-
-
-def _dense_scored(retriever, queries: list[str], k: int) -> list[list[ScoredDoc]]:
-    return retriever.scored_batch(queries, k)
 
 
 def _bm25_scored(retriever, queries: list[str], k: int) -> list[list[ScoredDoc]]:

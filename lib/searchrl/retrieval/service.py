@@ -41,21 +41,36 @@ HEALTH_PATH = "/health"
 SEARCH_R1_PATH = SEARCH_R1_DEFAULT_PATH
 
 
+# id(corpus) -> (its length, its first and last passage, digest): a run names the same in-memory corpus at every
+# stage, probe, recording and service check, and hashing every passage each time costs seconds on a large one. An
+# entry counts only while the length and the very objects at both ends are unchanged.
+_DIGESTS: dict[int, tuple[int, Any, Any, str]] = {}
+
+
 def corpus_fingerprint(corpus: Sequence[Doc]) -> str:
     """A short digest of the passages (ids, titles, texts, in order): equal digests mean the same corpus.
 
     A corpus that carries its own `fingerprint` (a `searchrl.data.corpus_file.CorpusFile`: the file's size, offsets
-    and edges) gives that instead, so a 21M-passage file is not read through to be named."""
+    and edges) gives that instead, so a 21M-passage file is not read through to be named. An in-memory corpus is
+    hashed once and remembered while its length and end passages stay the same objects."""
     own = getattr(corpus, "fingerprint", None)
     if isinstance(own, str) and own:
         return own
+    ends = (corpus[0], corpus[-1]) if len(corpus) else (None, None)
+    known = _DIGESTS.get(id(corpus))
+    if known is not None and known[0] == len(corpus) and known[1] is ends[0] and known[2] is ends[1]:
+        return known[3]
     digest = hashlib.sha256()
     for doc in corpus:
         for part in (doc.id, doc.title, doc.text):
             digest.update(part.encode("utf-8"))
             digest.update(b"\x1f")  # a separator, so that ("ab", "c") and ("a", "bc") differ
         digest.update(b"\x1e")
-    return digest.hexdigest()[:16]
+    value = digest.hexdigest()[:16]
+    if len(_DIGESTS) > 16:
+        _DIGESTS.clear()
+    _DIGESTS[id(corpus)] = (len(corpus), *ends, value)
+    return value
 
 
 def doc_to_json(doc: Doc, score: float | None) -> dict[str, Any]:
