@@ -6,9 +6,10 @@ F1, EM, format-valid and right passage retrieved, as the log quotes them.
 
     python benchmarks/nano_single_hop.py ~/.cache/searchrl/models/nano-v3
     python benchmarks/nano_single_hop.py --build outputs/benchmarks/nano-fresh4 --fresh-every 4
+    python benchmarks/nano_single_hop.py --build outputs/benchmarks/nano-read800 --read-steps 800
 
-With `--build`, builds `build_nano(seed=0, fresh_every=...)` at one torch thread, saves the model after each phase
-into <folder>/phase<n>, prints each phase's time and loss, then scores every phase.
+With `--build`, builds `build_nano(seed=0, fresh_every=..., read_steps=...)` at one torch thread, saves the model after each phase
+into <folder>/phase<n>, prints each phase's time and loss, then scores every phase. `--show N` prints the first N completions of each score (what a wrong answer looks like).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from searchrl.retrieval import BM25Retriever
 KEYS = ("n", "f1", "em", "format_ok", "support_retrieved", "searches")
 
 
-def build(folder: str, fresh_every: int | None) -> list[str]:
+def build(folder: str, fresh_every: int | None, read_steps: int = 0) -> list[str]:
     """Build nano, saving after each phase; the phase folders."""
     plain, saved = nano.pretrain, []
 
@@ -45,14 +46,14 @@ def build(folder: str, fresh_every: int | None) -> list[str]:
     nano.pretrain = saving
     start = time.perf_counter()
     try:
-        nano.build_nano(seed=0, fresh_every=fresh_every, progress=True)
+        nano.build_nano(seed=0, fresh_every=fresh_every, read_steps=read_steps, progress=True)
     finally:
         nano.pretrain = plain
     print(f"build: {time.perf_counter() - start:.0f} s; load {os.getloadavg()}", flush=True)
     return saved
 
 
-def score(folder: str, n: int = 80) -> dict:
+def score(folder: str, n: int = 80, show: int = 0) -> dict:
     world = make_world(seed=0, progress=False, **nano.WORLD)
     rows = [r for r in world.splits["train"] if r["metadata"]["type"] == "single_hop"][:n]
     model, tokenizer = models.load_policy(folder)
@@ -60,6 +61,9 @@ def score(folder: str, n: int = 80) -> dict:
                       rollout=RolloutConfig(top_k=2, max_searches=2, max_completion_tokens=640), chat=False,
                       progress=False)
     summary = result.summary()
+    for record in result.records.head(show).to_dict("records"):
+        print(f"  gold {record.get('golden_answers', record.get('answers'))!r} f1 {record.get('f1')}: "
+              f"{record['completion']!r}", flush=True)
     return {key: round(summary[key], 4) for key in KEYS if key in summary}
 
 
@@ -68,13 +72,15 @@ def main() -> None:
     parser.add_argument("folders", nargs="*", help="saved nano builds to score")
     parser.add_argument("--build", help="build into this folder first (one subfolder a phase)")
     parser.add_argument("--fresh-every", type=int, default=None, help="batches per fresh world (None: fixed)")
+    parser.add_argument("--read-steps", type=int, default=0, help="steps of the reading phase (0: none)")
+    parser.add_argument("--show", type=int, default=0, help="completions to print per score")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    folders = list(args.folders) + (build(args.build, args.fresh_every) if args.build else [])
+    folders = list(args.folders) + (build(args.build, args.fresh_every, args.read_steps) if args.build else [])
     if not folders:
         parser.error("name a saved build or --build a folder")
     for folder in folders:
-        print(folder, json.dumps(score(folder)), f"load {os.getloadavg()}", flush=True)
+        print(folder, json.dumps(score(folder, show=args.show)), f"load {os.getloadavg()}", flush=True)
 
 
 if __name__ == "__main__":

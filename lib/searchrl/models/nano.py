@@ -60,6 +60,15 @@ COPY_LEARNING_RATE = 1e-3
 # right passage for 0.19) against the forty fixed worlds' 0.069 (0.63); its loss was still 1.1 and falling.
 FRESH_EVERY = None  # batches per world; None: the fixed worlds of PRETRAIN_SEEDS
 FRESH_SEED = 1000  # first seed of the fresh worlds (clear of 0, 1, 7 and PRETRAIN_SEEDS)
+# A reading phase after the copying phases (`build_nano(read_steps=...)`): batches of mostly the trajectories' last
+# turns (the answer written after the documents; everything before the last `</information>` masked) drawn from a
+# fresh world every READ_EVERY batches, so the answer's loss can fall only by reading it out of the documents in
+# context; the rest of each batch whole trajectories of the same world, so the format is kept.
+READ_STEPS = 0  # 0: no reading phase
+READ_EVERY = 16  # batches per fresh world in the reading phase (a world has about 280 single-hop trajectories)
+READ_SHARE = 0.75  # share of each reading batch that is last turns
+READ_LEARNING_RATE = 1e-3
+READ_SEED = 5000  # first seed of the reading phase's worlds (clear of FRESH_SEED's)
 EOS, PAD = "<|endoftext|>", "<|pad|>"
 
 
@@ -178,6 +187,21 @@ def first_turn_examples(trajectories: list, tokenizer) -> list:
             if close in ids]
 
 
+def final_turn_examples(trajectories: list, tokenizer) -> list:
+    """Each (input_ids, labels) trajectory with its labels kept only after its last `</information>`: the turn that
+    reads the answer out of the documents."""
+    from searchrl.data.tokenize import IGNORE_INDEX
+
+    close = tokenizer.convert_tokens_to_ids("</information>")
+    out = []
+    for ids, labels in trajectories:
+        if close not in ids:
+            continue
+        cut = len(ids) - ids[::-1].index(close)
+        out.append((ids, [IGNORE_INDEX] * cut + list(labels[cut:])))
+    return out
+
+
 def pretrain(model, tokenizer, trajectories, passages, *, steps: int = PRETRAIN_STEPS, seed: int = 0,
              progress: bool = True, learning_rate: float = LEARNING_RATE, share: float = PASSAGE_SHARE,
              desc: str = "nano pre-training", source=None, every: int = 1) -> dict:
@@ -197,7 +221,6 @@ def pretrain(model, tokenizer, trajectories, passages, *, steps: int = PRETRAIN_
         return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * done))
 
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
-    n_passages = round(BATCH_SIZE * share) if passages else 0
     losses: list[float] = []
     start = time.perf_counter()
     model.train()
@@ -205,6 +228,7 @@ def pretrain(model, tokenizer, trajectories, passages, *, steps: int = PRETRAIN_
     for step in range(steps):
         if source is not None and step % every == 0:
             trajectories, passages = source()
+        n_passages = round(BATCH_SIZE * share) if passages else 0  # after the source: its lists start empty
         picked = rng.sample(trajectories, BATCH_SIZE - n_passages) + rng.sample(passages, n_passages)
         loss = trained_token_loss(model, _batch(picked, tokenizer.pad_token_id))
         optimizer.zero_grad()
@@ -236,11 +260,23 @@ def fresh_worlds(protocol, tokenizer, every: int, first_seed: int = FRESH_SEED):
     return next_world
 
 
+def reading_worlds(protocol, tokenizer, every: int = READ_EVERY, first_seed: int = READ_SEED):
+    """A callable returning (whole trajectories, last turns) of a new world at each call, seeds from `first_seed` up."""
+    draw = fresh_worlds(protocol, tokenizer, every, first_seed=first_seed)
+
+    def next_world():
+        trajectories, _, _ = draw()
+        return trajectories, final_turn_examples(trajectories, tokenizer)
+
+    return next_world
+
+
 def build_nano(seed: int = 0, *, steps: int | None = None, copy_steps: int | None = None, seeds=PRETRAIN_SEEDS,
-               progress: bool = True, fresh_every: int | None = FRESH_EVERY):
+               progress: bool = True, fresh_every: int | None = FRESH_EVERY, read_steps: int = READ_STEPS):
     """(model, tokenizer): the nano tokenizer and model, pre-trained for `steps` steps (default `PRETRAIN_STEPS`),
     then each copying phase (`COPY_PHASES`; `copy_steps` replaces each one's steps), on the worlds of `seeds`; with
-    `fresh_every`, on a new world every `fresh_every` batches instead (the tokenizer still fitted on `seeds`)."""
+    `fresh_every`, on a new world every `fresh_every` batches instead (the tokenizer still fitted on `seeds`); then,
+    with `read_steps`, a reading phase of that many steps on fresh worlds (`READ_EVERY`, `READ_SHARE`)."""
     steps = PRETRAIN_STEPS if steps is None else steps
     from transformers import LlamaForCausalLM
 
@@ -272,6 +308,11 @@ def build_nano(seed: int = 0, *, steps: int | None = None, copy_steps: int | Non
                        learning_rate=COPY_LEARNING_RATE, share=share, desc=f"nano copying {phase}",
                        source=sources[1], every=fresh_every or 1)
         logger.info("nano: %d copying steps in %.0f s, final loss %.3f", copy, log["seconds"], log["losses"][-1])
+    if read_steps:
+        log = pretrain(model, tokenizer, [], [], steps=read_steps, seed=seed + len(COPY_PHASES) + 1,
+                       progress=progress, learning_rate=READ_LEARNING_RATE, share=READ_SHARE, desc="nano reading",
+                       source=reading_worlds(protocol, tokenizer), every=READ_EVERY)
+        logger.info("nano: %d reading steps in %.0f s, final loss %.3f", read_steps, log["seconds"], log["losses"][-1])
     return model, tokenizer
 
 
@@ -286,6 +327,7 @@ __all__ = [
     "RECIPE_VERSION",
     "build_nano",
     "build_nano_tokenizer",
+    "final_turn_examples",
     "first_turn_examples",
     "fresh_worlds",
     "nano_config",
@@ -293,6 +335,7 @@ __all__ = [
     "pretrain",
     "pretraining_examples",
     "protocol_tags",
+    "reading_worlds",
     "trajectory_items",
     "world_texts",
 ]
