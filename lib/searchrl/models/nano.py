@@ -30,7 +30,7 @@ import torch
 
 logger = logging.getLogger(__name__)
 
-RECIPE_VERSION = 3  # part of the cache folder's name: a changed recipe must not load a model built by the old one
+RECIPE_VERSION = 4  # part of the cache folder's name: a changed recipe must not load a model built by the old one
 PROTOCOL = "search_r1_compact"  # Search-R1's tags under a short instruction: a third of the prompt's tokens
 # Worlds of their own: the notebooks use world_seed 0 (and tiny-searcher seed 1), so none of these facts is asked.
 # Many worlds, so that no name recurs often enough to be memorised: trained on four (1,130 trajectories, each seen
@@ -64,7 +64,7 @@ FRESH_SEED = 1000  # first seed of the fresh worlds (clear of 0, 1, 7 and PRETRA
 # turns (the answer written after the documents; everything before the last `</information>` masked) drawn from a
 # fresh world every READ_EVERY batches, so the answer's loss can fall only by reading it out of the documents in
 # context; the rest of each batch whole trajectories of the same world, so the format is kept.
-READ_STEPS = 0  # 0: no reading phase
+READ_STEPS = 1200  # 0: no reading phase
 READ_EVERY = 16  # batches per fresh world in the reading phase (a world has about 280 single-hop trajectories)
 READ_SHARE = 0.75  # share of each reading batch that is last turns
 READ_LEARNING_RATE = 1e-3
