@@ -13,8 +13,8 @@ from searchrl.models import nano
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    """A nano build of two pre-training steps on two small worlds."""
-    return nano.build_nano(steps=2, copy_steps=2, seeds=(101, 102), progress=False)
+    """A nano build of two steps a phase on two small worlds."""
+    return nano.build_nano(steps=2, copy_steps=2, seeds=(101, 102), read_phases=(2,), progress=False)
 
 
 def test_tokenizer_round_trips_an_unseen_worlds_text_and_the_tags(built):

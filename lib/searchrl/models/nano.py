@@ -60,11 +60,13 @@ COPY_LEARNING_RATE = 1e-3
 # right passage for 0.19) against the forty fixed worlds' 0.069 (0.63); its loss was still 1.1 and falling.
 FRESH_EVERY = None  # batches per world; None: the fixed worlds of PRETRAIN_SEEDS
 FRESH_SEED = 1000  # first seed of the fresh worlds (clear of 0, 1, 7 and PRETRAIN_SEEDS)
-# A reading phase after the copying phases (`build_nano(read_steps=...)`): batches of mostly the trajectories' last
+# Reading phases after the copying phases (`build_nano(read_phases=...)`): batches of mostly the trajectories' last
 # turns (the answer written after the documents; everything before the last `</information>` masked) drawn from a
 # fresh world every READ_EVERY batches, so the answer's loss can fall only by reading it out of the documents in
 # context; the rest of each batch whole trajectories of the same world, so the format is kept.
-READ_STEPS = 1200  # 0: no reading phase
+# Steps of each reading phase (each its own warm-up and cosine, and worlds of its own, READ_SEED + 1000 * phase up).
+# One phase of 1,200: greedy F1 on unseen single-hop questions 0.069 -> 0.231 (docs/lab/LOG.md, 2026-12-02).
+READ_PHASES: tuple[int, ...] = (1200,)
 READ_EVERY = 16  # batches per fresh world in the reading phase (a world has about 280 single-hop trajectories)
 READ_SHARE = 0.75  # share of each reading batch that is last turns
 READ_LEARNING_RATE = 1e-3
@@ -271,12 +273,30 @@ def reading_worlds(protocol, tokenizer, every: int = READ_EVERY, first_seed: int
     return next_world
 
 
+def read(model, tokenizer, phases=READ_PHASES, *, seed: int = 0, first: int = 0, progress: bool = True) -> list:
+    """Train `model` in place through the reading phases `phases[first:]` (steps each) as `build_nano` does after
+    its copying phases; a saved build that stopped after phase `first` continues exactly where the recipe would.
+    Returns each phase's log."""
+    from searchrl.protocols import get_protocol
+
+    protocol, logs = get_protocol(PROTOCOL), []
+    for phase in range(first, len(phases)):
+        log = pretrain(model, tokenizer, [], [], steps=phases[phase], seed=seed + len(COPY_PHASES) + 1 + phase,
+                       progress=progress, learning_rate=READ_LEARNING_RATE, share=READ_SHARE,
+                       desc=f"nano reading {phase + 1}", every=READ_EVERY,
+                       source=reading_worlds(protocol, tokenizer, first_seed=READ_SEED + 1000 * phase))
+        logger.info("nano: %d reading steps in %.0f s, final loss %.3f", log["steps"], log["seconds"],
+                    log["losses"][-1])
+        logs.append(log)
+    return logs
+
+
 def build_nano(seed: int = 0, *, steps: int | None = None, copy_steps: int | None = None, seeds=PRETRAIN_SEEDS,
-               progress: bool = True, fresh_every: int | None = FRESH_EVERY, read_steps: int = READ_STEPS):
+               progress: bool = True, fresh_every: int | None = FRESH_EVERY, read_phases=READ_PHASES):
     """(model, tokenizer): the nano tokenizer and model, pre-trained for `steps` steps (default `PRETRAIN_STEPS`),
     then each copying phase (`COPY_PHASES`; `copy_steps` replaces each one's steps), on the worlds of `seeds`; with
     `fresh_every`, on a new world every `fresh_every` batches instead (the tokenizer still fitted on `seeds`); then,
-    with `read_steps`, a reading phase of that many steps on fresh worlds (`READ_EVERY`, `READ_SHARE`)."""
+    then the reading phases `read_phases` (steps each) on fresh worlds (`read`)."""
     steps = PRETRAIN_STEPS if steps is None else steps
     from transformers import LlamaForCausalLM
 
@@ -308,11 +328,7 @@ def build_nano(seed: int = 0, *, steps: int | None = None, copy_steps: int | Non
                        learning_rate=COPY_LEARNING_RATE, share=share, desc=f"nano copying {phase}",
                        source=sources[1], every=fresh_every or 1)
         logger.info("nano: %d copying steps in %.0f s, final loss %.3f", copy, log["seconds"], log["losses"][-1])
-    if read_steps:
-        log = pretrain(model, tokenizer, [], [], steps=read_steps, seed=seed + len(COPY_PHASES) + 1,
-                       progress=progress, learning_rate=READ_LEARNING_RATE, share=READ_SHARE, desc="nano reading",
-                       source=reading_worlds(protocol, tokenizer), every=READ_EVERY)
-        logger.info("nano: %d reading steps in %.0f s, final loss %.3f", read_steps, log["seconds"], log["losses"][-1])
+    read(model, tokenizer, read_phases, seed=seed, progress=progress)
     return model, tokenizer
 
 
@@ -335,6 +351,7 @@ __all__ = [
     "pretrain",
     "pretraining_examples",
     "protocol_tags",
+    "read",
     "reading_worlds",
     "trajectory_items",
     "world_texts",
