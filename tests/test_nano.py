@@ -12,8 +12,8 @@ from searchrl.models import nano
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    """A nano build of two pre-training steps on two small worlds."""
-    return nano.build_nano(steps=2, copy_steps=2, seeds=(101, 102), progress=False)
+    """A nano build of two steps a phase on two small worlds."""
+    return nano.build_nano(steps=2, copy_steps=2, seeds=(101, 102), read_phases=(2,), progress=False)
 
 
 def test_tokenizer_round_trips_an_unseen_worlds_text_and_the_tags(built):
@@ -73,3 +73,31 @@ def test_fresh_worlds_give_a_new_world_at_each_draw_and_pretrain_takes_them_in_t
     log = nano.pretrain(type(model)(model.config), tokenizer, [], [], steps=5, progress=False, every=2,
                         source=lambda: calls.append(1) or draw()[:2])
     assert len(log["losses"]) == 5 and len(calls) == 3  # a new world at steps 0, 2 and 4
+
+
+def test_a_source_that_starts_empty_still_gets_its_share_of_each_batch(built, monkeypatch):
+    from searchrl.models import tiny_searcher
+
+    model, tokenizer = built
+    first, second = [([5, 6, 7], [5, 6, 7])] * 20, [([8, 9], [8, 9])] * 20
+    seen = []
+    real = tiny_searcher.trained_token_loss
+    monkeypatch.setattr(tiny_searcher, "trained_token_loss",
+                        lambda m, batch: seen.append((batch["input_ids"][:, 0] == 8).sum().item()) or real(m, batch))
+    nano.pretrain(type(model)(model.config), tokenizer, [], [], steps=2, progress=False, share=0.25,
+                  source=lambda: (first, second))
+    assert seen == [round(nano.BATCH_SIZE * 0.25)] * 2
+
+
+def test_last_turns_train_only_what_is_written_after_the_last_documents(built):
+    from searchrl.protocols import get_protocol
+
+    _, tokenizer = built
+    trajectories, last = nano.reading_worlds(get_protocol(nano.PROTOCOL), tokenizer, every=1)()
+    assert 0 < len(last) == len(trajectories) <= nano.BATCH_SIZE
+    (ids, labels), (_, whole) = last[0], trajectories[0]
+    tag = tokenizer.convert_tokens_to_ids("</information>")
+    close = max(i for i, t in enumerate(ids) if t == tag)  # the prompt names the tag too: the last one closes the docs
+    assert all(label == -100 for label in labels[: close + 1])
+    assert labels[close + 1:] == whole[close + 1:] and any(label != -100 for label in labels)
+    assert "<answer>" in tokenizer.decode([t for t in labels if t != -100])

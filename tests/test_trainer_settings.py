@@ -19,8 +19,8 @@ from searchrl.trainer.grpo_config import SearchGRPOConfig
 
 SHARED = ("advantage_estimator", "drop_zero_variance", "dynamic_sampling", "dynamic_sampling_draw",
           "dynamic_sampling_max_draws", "length_grouped_micro_batches", "mask_retrieved", "prompt_selection",
-          "protocol", "reward_kl_coef", "shared_prefix", "train_top_layers", "value_lr", "value_lr_scheduler_type",
-          "value_warmup_ratio")
+          "protocol", "reward_kl_coef", "shared_prefix", "skip_empty_steps", "train_top_layers", "value_lr",
+          "value_lr_scheduler_type", "value_warmup_ratio")
 # The one default that differs: runs share the prompt prefix by default (RunConfig), while a SearchGRPOConfig built
 # by hand runs TRL's own pass; grpo_args always passes the run's value, so a run never sees the trainer's default.
 DEFAULTS_THAT_DIFFER = {"shared_prefix": (True, False)}
@@ -28,7 +28,8 @@ DEFAULTS_THAT_DIFFER = {"shared_prefix": (True, False)}
 OTHER_VALUES = {"advantage_estimator": "rloo", "drop_zero_variance": True, "dynamic_sampling": True,
                 "dynamic_sampling_draw": "shortfall", "dynamic_sampling_max_draws": 5,
                 "length_grouped_micro_batches": True, "mask_retrieved": False, "prompt_selection": "stratified",
-                "protocol": "r1_searcher", "reward_kl_coef": 0.25, "shared_prefix": False, "train_top_layers": 2,
+                "protocol": "r1_searcher", "reward_kl_coef": 0.25, "shared_prefix": False, "skip_empty_steps": True,
+                "train_top_layers": 2,
                 "value_lr": 3e-5, "value_lr_scheduler_type": "constant_with_warmup", "value_warmup_ratio": 0.05}
 
 

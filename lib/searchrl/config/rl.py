@@ -110,6 +110,10 @@ class RLSettings:
     """Advantage scaling: group (by the group's std), batch (by the batch's std) or none."""
     drop_zero_variance: bool = False
     """Skip groups whose rewards are all equal (they carry no learning signal)."""
+    skip_empty_steps: bool = False
+    """Skip an optimizer step whose gradient is zero everywhere (no group's rewards differed, or all were dropped):
+    without it Adam still moves the weights along its momentum from earlier steps, so where rewards are rare each
+    informative gradient is applied several times over (searchrl.trainer.levers.empty_steps)."""
     dynamic_sampling: bool = False
     """DAPO dynamic sampling: when groups of a step have equal rewards, draw and roll out more questions (up to
     dynamic_sampling_max_draws extra draws) until the batch is filled with groups whose rewards differ; implies

@@ -52,7 +52,7 @@ def grpo_args(cfg: RunConfig, output_dir: str | Path, *, max_steps: int | None =
         mask_retrieved=cfg.mask_retrieved, advantage_estimator=cfg.advantage_estimator,
         reward_kl_coef=cfg.reward_kl_coef, value_lr=cfg.value_lr,
         value_lr_scheduler_type=cfg.value_lr_scheduler_type, value_warmup_ratio=cfg.value_warmup_ratio,
-        drop_zero_variance=cfg.drop_zero_variance,
+        drop_zero_variance=cfg.drop_zero_variance, skip_empty_steps=cfg.skip_empty_steps,
         dynamic_sampling=cfg.dynamic_sampling, dynamic_sampling_draw=cfg.dynamic_sampling_draw,
         dynamic_sampling_max_draws=cfg.dynamic_sampling_max_draws, prompt_selection=cfg.prompt_selection,
         stratified_type_weights=dict(cfg.train_type_weights),

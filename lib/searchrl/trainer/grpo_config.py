@@ -67,6 +67,9 @@ class SearchGRPOConfig(GRPOConfig):
     drop_zero_variance: bool = field(
         default=False, metadata={"help": "Remove groups whose rewards are all equal from the loss (DAPO)."}
     )
+    skip_empty_steps: bool = field(
+        default=False, metadata={"help": "Skip an optimizer step whose gradient is zero everywhere, so that Adam's "
+                                         "momentum does not move the weights (searchrl.trainer.levers.empty_steps)."})
     dynamic_sampling: bool = field(
         default=False, metadata={"help": "Draw more questions until the batch is filled with groups whose rewards "
                                          "differ (DAPO dynamic sampling); implies drop_zero_variance."})

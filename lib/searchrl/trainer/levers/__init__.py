@@ -16,6 +16,7 @@ def install(trainer) -> list:
     """The levers of `trainer.args`, each built (its construction event) in event order."""
     from searchrl.trainer.advantages import ADVANTAGE_ESTIMATORS
     from searchrl.trainer.levers.dynamic_sampling import DropZeroVariance, DynamicSampling, RefillDraws
+    from searchrl.trainer.levers.empty_steps import SkipEmptySteps
     from searchrl.trainer.levers.explore_openers import OpenerRewardLog
     from searchrl.trainer.levers.freeze import TrainTopLayers
     from searchrl.trainer.levers.memorization import Memorization
@@ -40,6 +41,7 @@ def install(trainer) -> list:
         (DynamicSampling, True),  # dynamic_sampling
         (CentredOpenerAdvantage, True),  # rollout.center_opener_advantage
         (Memorization, args.memorization.memorization_on),
+        (SkipEmptySteps, args.skip_empty_steps),
     ]
     return [kind(trainer) for kind, on in wanted if on]
 
