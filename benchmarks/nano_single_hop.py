@@ -12,12 +12,14 @@ F1, EM, format-valid and right passage retrieved, as the log quotes them.
 
 With `--build`, builds `build_nano(seed=0, fresh_every=..., read_phases=...)` at one torch thread, saves the model
 after each phase into <folder>/phase<n>, prints each phase's time and loss, then scores every phase. With
-`--continue-from` a saved build after its first reading phase (phase4) runs only the reading phases after it. `--show N` prints the first N completions of each score (what a wrong answer looks like).
+`--continue-from` a saved build after its first reading phase (phase4) runs only the reading phases after it.
+`--show N` prints the first N completions of each score (what a wrong answer looks like).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import time
@@ -37,20 +39,20 @@ KEYS = ("n", "f1", "em", "format_ok", "support_retrieved", "searches")
 def build(folder: str, fresh_every: int | None, read_phases=(), resume: str | None = None) -> list[str]:
     """Build nano, saving after each phase; the phase folders."""
     plain, saved = nano.pretrain, []
+    numbers = itertools.count(5 if resume else 1)  # a resumed build holds phases 1-3 and the first reading phase
 
     def saving(model, tokenizer, *args, **kwargs):
-        log = plain(model, tokenizer, *args, **kwargs)
+        log, number = plain(model, tokenizer, *args, **kwargs), next(numbers)
         losses = log["losses"]
-        print(f"phase {len(saved) + 1}: {log['steps']} steps in {log['seconds']:.0f} s, loss (mean of 20) "
+        print(f"phase {number}: {log['steps']} steps in {log['seconds']:.0f} s, loss (mean of 20) "
               f"{sum(losses[:20]) / 20:.3f} -> {sum(losses[-20:]) / 20:.3f}; load {os.getloadavg()}", flush=True)
-        saved.append(str(models.save_policy(model, tokenizer, f"{folder}/phase{len(saved) + 1}")))
+        saved.append(str(models.save_policy(model, tokenizer, f"{folder}/phase{number}")))
         return log
 
     nano.pretrain = saving
     start = time.perf_counter()
     try:
-        if resume:  # phases 1-3 and the first reading phase are in the saved build
-            saved.extend(["", "", "", resume])
+        if resume:
             model, tokenizer = models.load_policy(resume)
             nano.read(model, tokenizer, read_phases, seed=0, first=1, progress=True)
         else:
@@ -58,7 +60,7 @@ def build(folder: str, fresh_every: int | None, read_phases=(), resume: str | No
     finally:
         nano.pretrain = plain
     print(f"build: {time.perf_counter() - start:.0f} s; load {os.getloadavg()}", flush=True)
-    return [phase for phase in saved if phase and phase != resume]
+    return saved
 
 
 def score(folder: str, n: int = 80, show: int = 0) -> dict:
@@ -70,7 +72,7 @@ def score(folder: str, n: int = 80, show: int = 0) -> dict:
                       progress=False)
     summary = result.summary()
     for record in result.records.head(show).to_dict("records"):
-        print(f"  gold {record.get('golden_answers', record.get('answers'))!r} f1 {record.get('f1')}: "
+        print(f"  gold {record['golden_answers']!r} f1 {record['f1']}: "
               f"{record['completion']!r}", flush=True)
     return {key: round(summary[key], 4) for key in KEYS if key in summary}
 
@@ -86,7 +88,8 @@ def main() -> None:
     parser.add_argument("--show", type=int, default=0, help="completions to print per score")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    folders = list(args.folders) + (build(args.build, args.fresh_every, args.read_phases, args.continue_from) if args.build else [])
+    built = build(args.build, args.fresh_every, args.read_phases, args.continue_from) if args.build else []
+    folders = list(args.folders) + built
     if not folders:
         parser.error("name a saved build or --build a folder")
     for folder in folders:

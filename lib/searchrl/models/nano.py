@@ -276,7 +276,8 @@ def reading_worlds(protocol, tokenizer, every: int = READ_EVERY, first_seed: int
 
 def read(model, tokenizer, phases=READ_PHASES, *, seed: int = 0, first: int = 0, progress: bool = True) -> list:
     """Train `model` in place through the reading phases `phases[first:]` (steps each) as `build_nano` does after
-    its copying phases; a saved build that stopped after phase `first` continues exactly where the recipe would.
+    its copying phases; a saved build that stopped after reading phase number `first` (0: after the copying
+    phases) continues exactly where the recipe would.
     Returns each phase's log."""
     from searchrl.protocols import get_protocol
 
