@@ -74,7 +74,7 @@ _MINIMUMS: dict[str, float] = {
     "world_seed": 0, "world_passage_words": 20, "torch_threads": 0, "reward_kl_coef": 0.0, "train_max_hops": 0,
     "n_eval_untrained": 0, "micro_batch_size": 0, "num_iterations": 1, "steps_per_generation": 1, "max_prompt_tokens": 0,
     "sft_batch_size": 1, "train_top_layers": 0, "dynamic_sampling_max_draws": 1, "eval_top_k": 0,
-    "eval_temperature": 0.0, "eval_max_hops": 0, "train_world_seed": -1,
+    "eval_temperature": 0.0, "eval_max_hops": 0, "train_world_seed": -1, "train_worlds": 1,
 }  # fmt: skip
 _POSITIVE = ("learning_rate", "sft_learning_rate", "sft_epochs", "vllm_gpu_memory_utilization", "value_lr")
 
@@ -118,6 +118,16 @@ def semantic_problems(values: Mapping[str, Any], ablation_problems: Callable[[Ma
         why = (f"num_generations ({values['num_generations']}) must be a multiple of the number of explore_openers "
                f"({len(openers)}), so that every group starts each opener equally often")
         problems.append(("explore_openers", why))
+    if values["train_worlds"] > 1 and values["train_world_seed"] < 0:
+        problems.append(("train_worlds", "train_worlds > 1 needs train_world_seed >= 0 (the first training world)"))
+    first = values["train_world_seed"]
+    if first >= 0 and first <= values["world_seed"] < first + values["train_worlds"]:
+        why = (f"world_seed {values['world_seed']} is among the training worlds (seeds {first} to "
+               f"{first + values['train_worlds'] - 1}): its held-out questions would be trained on")
+        problems.append(("train_world_seed", why))
+    if values["train_worlds"] > 1 and values["knowledge_internal_frac"]:
+        why = "the knowledge split is drawn per world; with train_worlds > 1 keep knowledge_internal_frac at 0"
+        problems.append(("train_worlds", why))
     if values["train_top_layers"] and values["use_peft"]:
         why = "train_top_layers freezes full weights and use_peft trains adapters; choose one (0 with LoRA)"
         problems.append(("train_top_layers", why))

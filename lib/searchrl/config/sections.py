@@ -116,6 +116,11 @@ class DataSettings:
     world (world_seed). Its passages join the retriever's corpus, so the held-out questions are about entities the
     model never trained on, whose passages only a search finds; any split of the evaluation world (eval_split, even
     train) is then held out. -1: train on world_seed's own train split."""
+    train_worlds: int = 1
+    """Synthetic dataset with train_world_seed >= 0: how many training worlds, of seeds train_world_seed,
+    train_world_seed + 1, ...; all their passages join the corpus and the training questions are drawn from all of
+    them. With many, an invented name or fact rarely recurs across the training questions, so the reward can be
+    earned only by reading the retrieved documents, not by remembering the training world."""
 
 
 @dataclass(frozen=True)
