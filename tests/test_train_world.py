@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from searchrl.config import RunConfig
+import pytest
+
+from searchrl.config import ConfigError, RunConfig
 from searchrl.experiments.experiment_data import ExperimentData
 
 
@@ -54,10 +56,6 @@ def test_many_training_worlds_join_the_corpus_with_unique_ids_and_none_is_the_ev
 
 
 def test_a_training_world_that_is_the_evaluation_world_fails_before_anything_runs():
-    import pytest
-
-    from searchrl.config import ConfigError
-
     with pytest.raises(ConfigError, match="world_seed 6 is among the training worlds"):
         RunConfig.from_params({"world_seed": 6, "train_world_seed": 5, "train_worlds": 3})
     with pytest.raises(ConfigError, match="needs train_world_seed"):

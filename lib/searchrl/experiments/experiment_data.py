@@ -77,17 +77,18 @@ def _apart(world, prefix: str):
 
 
 def _merged(worlds: dict):
-    """One world holding every passage, split row and entity of `worlds` ({prefix: world}, passage ids made unique
-    by `_apart`); with more than one, each row's id takes its world's prefix too, so that ids stay unique."""
+    """One world holding every passage, split row and entity of `worlds` ({prefix: world}), each world set `_apart`
+    by its prefix; with more than one, each row's id takes its world's prefix too, so that ids stay unique."""
     import dataclasses
 
-    if len(worlds) == 1:
-        return next(iter(worlds.values()))
-    first = next(iter(worlds.values()))
-    splits = {name: [{**row, "id": prefix + str(row["id"])} for prefix, w in worlds.items() for row in w.splits[name]]
+    apart = {prefix: _apart(world, prefix) for prefix, world in worlds.items()}
+    if len(apart) == 1:
+        return next(iter(apart.values()))
+    first = next(iter(apart.values()))
+    splits = {name: [{**row, "id": prefix + str(row["id"])} for prefix, w in apart.items() for row in w.splits[name]]
               for name in first.splits}
-    return dataclasses.replace(first, corpus=[d for w in worlds.values() for d in w.corpus], splits=splits,
-                               entities=[e for w in worlds.values() for e in w.entities])
+    return dataclasses.replace(first, corpus=[d for w in apart.values() for d in w.corpus], splits=splits,
+                               entities=[e for w in apart.values() for e in w.entities])
 
 
 def benchmark_rows(cfg: RunConfig) -> list:
@@ -131,8 +132,7 @@ class ExperimentData:
             if cfg.train_world_seed >= 0:  # train on worlds of their own; every world's passages are searchable
                 seeds = range(cfg.train_world_seed, cfg.train_world_seed + cfg.train_worlds)
                 alone = {"train_world_seed": -1, "train_worlds": 1}  # each training world on its own
-                world = _merged({f"w{s}:": _apart(world_of(cfg.replace(world_seed=s, **alone)), f"w{s}:")
-                                 for s in seeds})
+                world = _merged({f"w{s}:": world_of(cfg.replace(world_seed=s, **alone)) for s in seeds})
                 train, corpus = world.splits["train"], corpus + world.corpus
             self.world = world  # the world the cold start and RL train on
             eval_source, eval_fix = f"the synthetic world's {cfg.eval_split!r} split", "raise n_eval or world_entities"
